@@ -1,0 +1,3 @@
+module github.com/concordhq/concord/consumers
+
+go 1.26

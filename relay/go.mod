@@ -1,0 +1,3 @@
+module github.com/concordhq/concord/relay
+
+go 1.26

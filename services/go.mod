@@ -1,0 +1,3 @@
+module github.com/concordhq/concord/services
+
+go 1.26
