@@ -1,0 +1,149 @@
+package schemas_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/concordhq/concord/schemas"
+)
+
+func TestEveryExampleValidates(t *testing.T) {
+	cat := schemas.MustDefault()
+	n := 0
+	for _, typ := range cat.Types() {
+		matches, err := fs.Glob(cat.Files(), path.Join("events", typ, "examples", "*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(matches) == 0 {
+			t.Errorf("%s has no examples", typ)
+		}
+		for _, m := range matches {
+			b, err := fs.ReadFile(cat.Files(), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cat.Validate(b); err != nil {
+				t.Errorf("%s: %v", m, err)
+			}
+			n++
+		}
+	}
+	if n < 9 {
+		t.Fatalf("validated %d examples, want at least 9 (one per saga event schema)", n)
+	}
+}
+
+func TestSagaEventTypesAreInTheCatalog(t *testing.T) {
+	cat := schemas.MustDefault()
+	want := map[string][]int{
+		"order.created": {1, 2}, "inventory.reserved": {1}, "inventory.rejected": {1},
+		"inventory.released": {1}, "payment.processed": {1}, "payment.failed": {1},
+		"order.confirmed": {1}, "order.cancelled": {1},
+	}
+	for typ, versions := range want {
+		e, err := cat.Lookup(typ)
+		if err != nil {
+			t.Errorf("%s: %v", typ, err)
+			continue
+		}
+		if len(e.Versions) != len(versions) || e.Latest() != versions[len(versions)-1] {
+			t.Errorf("%s versions = %v, want %v", typ, e.Versions, versions)
+		}
+		if e.Topic == "" || e.KeyField == "" {
+			t.Errorf("%s: topic %q key field %q", typ, e.Topic, e.KeyField)
+		}
+	}
+}
+
+// orderCreatedV2 is a valid order.created v2 event; the cases below each
+// break one rule of it.
+func orderCreatedV2(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := fs.ReadFile(schemas.MustDefault().Files(), "events/order.created/examples/v2-basic.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestInvalidPayloadsNameThePointerAndRule(t *testing.T) {
+	data := func(m map[string]any) map[string]any { return m["data"].(map[string]any) }
+	item := func(m map[string]any) map[string]any { return data(m)["items"].([]any)[0].(map[string]any) }
+	cases := []struct {
+		name        string
+		mutate      func(m map[string]any)
+		wantPointer string
+		wantRule    string
+	}{
+		{"missing required field", func(m map[string]any) { delete(data(m), "customer_id") }, "/data", "required"},
+		{"wrong type", func(m map[string]any) { data(m)["total_amount"] = "2500" }, "/data/total_amount", "type"},
+		{"bad uuid", func(m map[string]any) { m["event_id"] = "not-a-uuid" }, "/event_id", "format"},
+		{"negative quantity", func(m map[string]any) { item(m)["quantity"] = -1 }, "/data/items/0/quantity", "minimum"},
+		{"bad currency", func(m map[string]any) { data(m)["currency"] = "euro" }, "/data/currency", "pattern"},
+		{"unknown envelope field", func(m map[string]any) { m["surprise"] = 1 }, "", "additionalProperties"},
+		{"bad shipping address", func(m map[string]any) { delete(data(m)["shipping_address"].(map[string]any), "city") }, "/data/shipping_address", "required"},
+	}
+	cat := schemas.MustDefault()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := orderCreatedV2(t)
+			tc.mutate(m)
+			b, _ := json.Marshal(m)
+			err := cat.Validate(b)
+			if err == nil {
+				t.Fatal("invalid payload accepted")
+			}
+			var ve *schemas.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("error %T %v is not a *ValidationError", err, err)
+			}
+			if ve.Pointer != tc.wantPointer || ve.Rule != tc.wantRule {
+				t.Fatalf("got pointer %q rule %q (%v), want pointer %q rule %q", ve.Pointer, ve.Rule, err, tc.wantPointer, tc.wantRule)
+			}
+			if !strings.Contains(err.Error(), tc.wantRule) {
+				t.Fatalf("message %q does not name the rule", err)
+			}
+		})
+	}
+}
+
+func TestWrongConstVersionIsRejected(t *testing.T) {
+	cat := schemas.MustDefault()
+	m := orderCreatedV2(t)
+	b, _ := json.Marshal(m)
+	var ve *schemas.ValidationError
+	if err := cat.ValidateAs("order.created", 1, b); !errors.As(err, &ve) || ve.Pointer != "/event_version" || ve.Rule != "const" {
+		t.Fatalf("v2 event against the v1 schema: got %v, want /event_version const", err)
+	}
+	m = orderCreatedV2(t)
+	m["event_version"] = 7
+	b, _ = json.Marshal(m)
+	if err := cat.Validate(b); !errors.Is(err, schemas.ErrUnknownVersion) {
+		t.Fatalf("got %v, want ErrUnknownVersion", err)
+	}
+	m["event_type"] = "order.teleported"
+	b, _ = json.Marshal(m)
+	if err := cat.Validate(b); !errors.Is(err, schemas.ErrUnknownType) {
+		t.Fatalf("got %v, want ErrUnknownType", err)
+	}
+}
+
+func TestPartitionKeyComesFromTheCatalogKeyField(t *testing.T) {
+	e, _ := schemas.MustDefault().Lookup("order.created")
+	k, err := e.PartitionKey(json.RawMessage(`{"order_id":"o-1"}`))
+	if err != nil || k != "o-1" {
+		t.Fatalf("key %q err %v", k, err)
+	}
+	if _, err := e.PartitionKey(json.RawMessage(`{"customer_id":"c"}`)); err == nil {
+		t.Fatal("missing key field accepted")
+	}
+}
