@@ -1,0 +1,79 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ReadyFunc reports whether the process can do its work now (its database
+// and broker answer). /readyz answers 503 with the error otherwise.
+type ReadyFunc func(ctx context.Context) error
+
+// OpsServer serves /metrics, /healthz and /readyz, plus whatever the binary
+// mounts on Mux (its API, webhooks).
+type OpsServer struct {
+	Mux      *http.ServeMux
+	Registry *prometheus.Registry
+	srv      *http.Server
+	ln       net.Listener
+}
+
+// NewOpsServer listens on addr (":0" picks a free port) and registers the
+// process and Go collectors. Checks run in order on /readyz.
+func NewOpsServer(addr string, checks ...ReadyFunc) (*OpsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		for _, c := range checks {
+			if err := c(ctx); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	return &OpsServer{Mux: mux, Registry: reg, ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+}
+
+// Addr is the address the server listens on.
+func (s *OpsServer) Addr() string { return s.ln.Addr().String() }
+
+// Run serves until ctx is done, then shuts down, giving in-flight requests
+// up to grace to finish.
+func (s *OpsServer) Run(ctx context.Context, log *slog.Logger, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	log.Info("http listening", "addr", s.Addr())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := s.srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+# Shared by infra/local/up, down and status. Sourced, not run.
+# Everything lives under $CONCORD_LOCAL (default: <repo>/.local), which git ignores.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LOCAL=${CONCORD_LOCAL:-$ROOT/.local}
+PG_PORT=${CONCORD_PG_PORT:-55432}
+KAFKA_PORT=${CONCORD_KAFKA_PORT:-19092}
+KAFKA_CONTROLLER_PORT=${CONCORD_KAFKA_CONTROLLER_PORT:-19093}
+KAFKA_HEAP=${CONCORD_KAFKA_HEAP:--Xms512m -Xmx1g}
+PG_DATA=$LOCAL/postgres/data
+PG_LOG=$LOCAL/postgres/postgres.log
+KAFKA_DIR=$LOCAL/kafka
+KAFKA_DATA=$KAFKA_DIR/data
+KAFKA_LOGS=$KAFKA_DIR/logs
+KAFKA_PID=$KAFKA_DIR/kafka.pid
+KAFKA_LIBS=$LOCAL/cache/kafka-libs
+ENV_FILE=$LOCAL/stack.env
+DATABASES="orders inventory payments"
+
+say() { printf '%s\n' "$*" >&2; }
+die() { printf 'infra/local: %s\n' "$*" >&2; exit 1; }
+
+# pg_bin prints the directory of the newest installed PostgreSQL server.
+pg_bin() {
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$d" ] && [ -x "$d/postgres" ] && echo "$d"
+}
+
+# as_pg runs a PostgreSQL server command as the postgres user: the server
+# refuses to run as root.
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+pg_running() {
+  local bin; bin=$(pg_bin) || return 1
+  [ -f "$PG_DATA/postmaster.pid" ] && as_pg "$bin/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1
+}
+
+kafka_running() {
+  [ -f "$KAFKA_PID" ] && kill -0 "$(cat "$KAFKA_PID")" 2>/dev/null
+}
+
+# port_owner prints who listens on a TCP port, or nothing when it is free.
+port_owner() {
+  local port=$1 line
+  if command -v ss >/dev/null 2>&1; then
+    line=$(ss -Hltnp "sport = :$port" 2>/dev/null | head -n 1)
+    [ -n "$line" ] || return 0
+    echo "$line" | sed -n 's/.*users:((\(.*\))).*/\1/p' | grep . || echo "another process"
+  elif (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "another process"
+  fi
+}
+
+port_free() { [ -z "$(port_owner "$1")" ]; }
+
+pg_url() { echo "postgres://postgres@127.0.0.1:$PG_PORT/$1?sslmode=disable"; }
