@@ -1,0 +1,160 @@
+package testkit
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	tckafka "github.com/testcontainers/testcontainers-go/modules/kafka"
+)
+
+// Kafka is a cluster tests can use. Kind says which: "env", "testcontainers"
+// or "kfake".
+type Kafka struct {
+	Brokers []string
+	Kind    string
+}
+
+var (
+	sharedOnce  sync.Once
+	sharedKafka *Kafka
+	sharedErr   string
+)
+
+// InCI reports whether the tests run under CI (CI=true), where fallbacks to
+// fakes are refused.
+func InCI() bool { v := os.Getenv("CI"); return v == "true" || v == "1" }
+
+// KafkaFromEnv picks the cluster as the package doc says; it returns a
+// reason instead of a cluster when none may be used.
+func KafkaFromEnv(ci bool, brokers string, dockerUp func() bool) (kind string, refuse string) {
+	switch {
+	case strings.TrimSpace(brokers) != "":
+		return "env", ""
+	case ci:
+		return "", "CI=true but KAFKA_BROKERS is not set: integration tests need the real broker (run `make test`, which starts it); refusing to fall back to kfake"
+	case dockerUp():
+		return "testcontainers", ""
+	default:
+		return "kfake", ""
+	}
+}
+
+// NewKafka returns the shared cluster for this test binary.
+func NewKafka(t testing.TB) *Kafka {
+	t.Helper()
+	sharedOnce.Do(func() {
+		kind, refuse := KafkaFromEnv(InCI(), os.Getenv("KAFKA_BROKERS"), dockerRunning)
+		if refuse != "" {
+			sharedErr = refuse
+			return
+		}
+		switch kind {
+		case "env":
+			sharedKafka = &Kafka{Brokers: splitList(os.Getenv("KAFKA_BROKERS")), Kind: kind}
+		case "testcontainers":
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			c, err := tckafka.Run(ctx, "confluentinc/confluent-local:7.5.0", tckafka.WithClusterID("concord-test"))
+			if err != nil {
+				sharedErr = "testcontainers kafka: " + err.Error()
+				return
+			}
+			b, err := c.Brokers(ctx)
+			if err != nil {
+				sharedErr = "testcontainers kafka brokers: " + err.Error()
+				return
+			}
+			sharedKafka = &Kafka{Brokers: b, Kind: kind}
+		case "kfake":
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
+			if err != nil {
+				sharedErr = "kfake: " + err.Error()
+				return
+			}
+			sharedKafka = &Kafka{Brokers: c.ListenAddrs(), Kind: kind}
+		}
+	})
+	if sharedErr != "" {
+		t.Fatal(sharedErr)
+	}
+	if sharedKafka.Kind == "kfake" {
+		t.Log("testkit: no KAFKA_BROKERS and no Docker: using franz-go's in-process kfake, not a real broker")
+	}
+	return sharedKafka
+}
+
+func dockerRunning() bool {
+	if _, err := exec.LookPath("docker"); err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return exec.CommandContext(ctx, "docker", "info").Run() == nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Client returns a franz-go client for the cluster, closed when the test ends.
+func (k *Kafka) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns a kadm client for the cluster, closed when the test ends.
+func (k *Kafka) Admin(t testing.TB) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(k.Client(t))
+}
+
+// CreateTopic creates a uniquely named topic with the given partitions and
+// deletes it when the test ends.
+func (k *Kafka) CreateTopic(t testing.TB, prefix string, partitions int32) string {
+	t.Helper()
+	name := UniqueName(t, prefix)
+	adm := k.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = kadm.NewClient(mustClient(k.Brokers)).DeleteTopics(ctx, name)
+	})
+	return name
+}
+
+func mustClient(brokers []string) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		panic(err)
+	}
+	return cl
+}
