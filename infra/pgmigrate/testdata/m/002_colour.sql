@@ -1,0 +1,1 @@
+alter table widgets add column colour text;
