@@ -54,5 +54,4 @@ bench: up ## all benchmarks, each printing its same-run baseline
 	@echo "no benchmarks yet"
 
 clean-local: ## stop the stack and delete .local/ (all local data)
-	-@infra/local/down 2>/dev/null
-	rm -rf .local
+	@infra/local/down --purge

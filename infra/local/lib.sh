@@ -7,8 +7,18 @@ PG_PORT=${CONCORD_PG_PORT:-55432}
 KAFKA_PORT=${CONCORD_KAFKA_PORT:-19092}
 KAFKA_CONTROLLER_PORT=${CONCORD_KAFKA_CONTROLLER_PORT:-19093}
 KAFKA_HEAP=${CONCORD_KAFKA_HEAP:--Xms512m -Xmx1g}
-PG_DATA=$LOCAL/postgres/data
-PG_LOG=$LOCAL/postgres/postgres.log
+# The server runs as the postgres user, which must reach its data dir. When
+# the checkout sits somewhere that user cannot enter (a root-only temp dir),
+# the cluster lives under /var/lib/concord-local/<hash of the checkout> instead.
+PG_BASE=$LOCAL/postgres
+if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1; then
+  mkdir -p "$LOCAL"
+  if ! runuser -u postgres -- test -x "$LOCAL" 2>/dev/null; then
+    PG_BASE=/var/lib/concord-local/$(printf '%s' "$LOCAL" | sha1sum | cut -c1-12)/postgres
+  fi
+fi
+PG_DATA=$PG_BASE/data
+PG_LOG=$PG_BASE/postgres.log
 KAFKA_DIR=$LOCAL/kafka
 KAFKA_DATA=$KAFKA_DIR/data
 KAFKA_LOGS=$KAFKA_DIR/logs
