@@ -41,7 +41,7 @@ pg_bin() {
 # refuses to run as root.
 as_pg() {
   if [ "$(id -u)" = 0 ]; then
-    runuser -u postgres -- "$@"
+    (cd / && runuser -u postgres -- "$@")
   else
     "$@"
   fi
