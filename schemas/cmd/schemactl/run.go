@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Exit codes.
+const (
+	exitOK           = 0
+	exitIncompatible = 1 // a problem was found: lint failure or incompatible change
+	exitUsage        = 2 // bad flags, arguments or environment
+)
+
+const usage = `schemactl reviews Concord's event schemas (schemas/events).
+
+Usage:
+  schemactl lint     [--dir DIR] [--format F]
+  schemactl check    --base GIT_REF [--dir DIR] [--format F]
+  schemactl diff     [--mode MODE] [--format F] OLD NEW
+  schemactl register --registry URL [--dry-run] [--dir DIR]
+
+lint      every schema compiles (JSON Schema 2020-12, Avro), event_type and
+          event_version constants match the path, versions are contiguous,
+          every example validates (and round-trips through Avro when the type
+          is Avro-encoded), catalog entries are consistent.
+check     compares the working tree with GIT_REF: a released version file
+          (present at GIT_REF) must keep its meaning — whitespace and key order
+          may change, nothing else; add v<N+1> instead. Each new version is
+          compared with earlier ones under the type's compatibility mode from
+          events/catalog.json, with Confluent Schema Registry's meanings:
+            BACKWARD            new reads data of the latest earlier version
+            BACKWARD_TRANSITIVE new reads data of every earlier version
+            FORWARD(_TRANSITIVE) the latest (every) earlier version reads new data
+            FULL(_TRANSITIVE)   both
+            NONE                no check
+          When the mode promises BACKWARD, examples of the earlier versions
+          must validate under the new one. An empty --base ("") means there is
+          no base (first commit, shallow clone): nothing is compared.
+diff      lists every change from OLD to NEW (.avsc is Avro, anything else
+          JSON Schema) with its rule and class, and exits 1 when NEW is
+          incompatible with OLD under MODE (default BACKWARD).
+register  pushes each subject's versions, oldest first, to a Confluent-
+          compatible registry with franz-go's pkg/sr: sets the subject's
+          compatibility level, checks compatibility, then registers. Subjects
+          follow the topic-name strategy, <topic>-value; a topic that carries
+          several event types cannot hold them in one subject, so those use
+          <topic>-<event_type> (the topic-record strategy). --dry-run only
+          checks and prints the plan.
+
+Output: one line per problem — file: pointer: RULE: old → new (hint).
+  --format text (default), json (one JSON object per line), or github
+  (GitHub Actions ::error annotations).
+Exit status: 0 clean, 1 a problem or incompatible change, 2 usage error.
+`
+
+// usageError marks errors that exit 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// run is the whole command; main only wires it to the process.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	var err error
+	var problems int
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "lint":
+		problems, err = runLint(args[1:], stdout, stderr)
+	case "check":
+		problems, err = runCheck(args[1:], stdout, stderr)
+	case "diff":
+		problems, err = runDiff(args[1:], stdout, stderr)
+	case "register":
+		problems, err = runRegister(args[1:], stdout, stderr)
+	default:
+		err = usagef("unknown command %q", args[0])
+	}
+	var ue usageError
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "schemactl: %v\nRun schemactl --help for usage.\n", err)
+		return exitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "schemactl: %v\n", err)
+		return exitUsage
+	case problems > 0:
+		return exitIncompatible
+	}
+	return exitOK
+}
+
+// newFlags returns a flag set whose errors are returned, not printed and
+// exited on, and whose help is the command's.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("schemactl "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	return fs
+}
+
+// parse parses flags, turning flag errors into usage errors.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+// moduleDir finds the schemas module directory: --dir when given, else the
+// current directory when it holds events/catalog.json, else ./schemas.
+func moduleDir(dir string) (string, error) {
+	if dir == "" {
+		dir = "."
+		if _, err := os.Stat(filepath.Join(dir, "events", "catalog.json")); err != nil {
+			dir = "schemas"
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "events", "catalog.json")); err != nil {
+		return "", usagef("%s/events/catalog.json not found; run in the schemas module or pass --dir", dir)
+	}
+	return dir, nil
+}
