@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/concordhq/concord/services/payment"
+)
+
+// NewIntent is what the payment service knows when a reservation asks it to
+// charge an order.
+type NewIntent struct {
+	OrderID       string
+	Amount        int64
+	Currency      string
+	CustomerID    string
+	PaymentMethod string
+}
+
+// CreateIntent stores the intent row, with the idempotency key derived from
+// the order, before any provider call. It is idempotent on the order: a
+// second call returns the existing payment with created=false.
+func CreateIntent(ctx context.Context, tx pgx.Tx, in NewIntent) (p Payment, created bool, err error) {
+	var id int64
+	err = tx.QueryRow(ctx, `insert into payments (order_id, idempotency_key, amount, currency, customer_id, payment_method)
+		values ($1, $2, $3, $4, $5, $6) on conflict (order_id) do nothing returning id`,
+		in.OrderID, payment.IdempotencyKey(in.OrderID), in.Amount, in.Currency, in.CustomerID, in.PaymentMethod).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		p, err = ByOrder(ctx, tx, in.OrderID)
+		return p, false, err
+	case err != nil:
+		return Payment{}, false, fmt.Errorf("store payment intent of order %s: %w", in.OrderID, err)
+	}
+	p, err = Get(ctx, tx, id)
+	return p, true, err
+}
+
+// RecordCancelledOrder notes that an order was cancelled: a reservation that
+// arrives later creates no charge, and a payment that is or becomes paid is
+// refunded. It returns the order's payment id, or 0 when it has none yet.
+func RecordCancelledOrder(ctx context.Context, tx pgx.Tx, orderID, reason string) (int64, error) {
+	if _, err := tx.Exec(ctx, `insert into cancelled_orders (order_id, reason) values ($1, $2) on conflict do nothing`, orderID, reason); err != nil {
+		return 0, fmt.Errorf("record cancellation of order %s: %w", orderID, err)
+	}
+	var id int64
+	err := tx.QueryRow(ctx, `update payments set order_cancelled = true, refund_next_attempt_at = now(), updated_at = now()
+		where order_id = $1 returning id`, orderID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("mark payment of order %s cancelled: %w", orderID, err)
+	}
+	return id, nil
+}
+
+// OrderCancelled reports whether the order service cancelled the order.
+func OrderCancelled(ctx context.Context, q Querier, orderID string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `select exists (select 1 from cancelled_orders where order_id = $1)`, orderID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("read cancellation of order %s: %w", orderID, err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,233 @@
+// Package postgres is the payment service's record in PostgreSQL and its
+// canonical writer: MarkPaid, MarkFailed and MarkRefunded are the only code
+// that changes a payment's status. The synchronous provider answer, the
+// webhook, the pending-payment poller and the reconciler's repair commands
+// all call them, so a transition is applied once, bumps the version once
+// and emits its event once, whichever path learns of it first.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concordhq/concord/infra/pgmigrate"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/services/internal/sagaevent"
+	"github.com/concordhq/concord/services/payment"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// VersionTable records which payment migrations ran.
+const VersionTable = "payment_schema_version"
+
+// Migrate creates or updates the payment tables (not the outbox's or the
+// consumers', which migrate themselves).
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	return pgmigrate.Apply(ctx, pool, VersionTable, sub)
+}
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: no payment with that id (or order, or provider id).
+	ErrNotFound = errors.New("payment not found")
+	// ErrNoProviderID: MarkPaid and MarkRefunded need the provider's
+	// payment id in the event; call AttachProvider first.
+	ErrNoProviderID = errors.New("payment has no provider payment id")
+	// ErrProviderMismatch: the payment is already tied to another provider
+	// payment; two charges for one order, an operator must look.
+	ErrProviderMismatch = errors.New("payment is tied to another provider payment")
+)
+
+// Payment is one row of the payments table.
+type Payment struct {
+	ID                int64
+	OrderID           string
+	IdempotencyKey    string
+	ProviderPaymentID string // empty until the provider answered
+	Amount            int64
+	Currency          string
+	Status            payment.Status
+	Version           int64
+	CustomerID        string
+	PaymentMethod     string
+	Attempts          int
+	OrderCancelled    bool
+	FailureReason     string
+}
+
+const paymentCols = `id, order_id, idempotency_key, coalesce(provider_payment_id, ''), amount, currency, status,
+	version, customer_id, payment_method, attempts, order_cancelled, coalesce(failure_reason, '')`
+
+func scanPayment(row pgx.Row) (Payment, error) {
+	var p Payment
+	var status string
+	err := row.Scan(&p.ID, &p.OrderID, &p.IdempotencyKey, &p.ProviderPaymentID, &p.Amount, &p.Currency, &status,
+		&p.Version, &p.CustomerID, &p.PaymentMethod, &p.Attempts, &p.OrderCancelled, &p.FailureReason)
+	p.Status = payment.Status(status)
+	return p, err
+}
+
+// lockPayment reads a payment and holds its row lock until tx ends, so two
+// writers of the same payment serialise and the second sees the first's
+// result.
+func lockPayment(ctx context.Context, tx pgx.Tx, id int64) (Payment, error) {
+	p, err := scanPayment(tx.QueryRow(ctx, `select `+paymentCols+` from payments where id = $1 for update`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Payment{}, fmt.Errorf("payment %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Payment{}, fmt.Errorf("lock payment %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// Get reads a payment by id without locking it.
+func Get(ctx context.Context, q Querier, id int64) (Payment, error) {
+	p, err := scanPayment(q.QueryRow(ctx, `select `+paymentCols+` from payments where id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Payment{}, fmt.Errorf("payment %d: %w", id, ErrNotFound)
+	}
+	return p, err
+}
+
+// ByOrder reads the payment of an order.
+func ByOrder(ctx context.Context, q Querier, orderID string) (Payment, error) {
+	p, err := scanPayment(q.QueryRow(ctx, `select `+paymentCols+` from payments where order_id = $1`, orderID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Payment{}, fmt.Errorf("payment of order %s: %w", orderID, ErrNotFound)
+	}
+	return p, err
+}
+
+// ByProviderID reads the payment tied to a provider payment.
+func ByProviderID(ctx context.Context, q Querier, providerID string) (Payment, error) {
+	p, err := scanPayment(q.QueryRow(ctx, `select `+paymentCols+` from payments where provider_payment_id = $1`, providerID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Payment{}, fmt.Errorf("payment with provider id %s: %w", providerID, ErrNotFound)
+	}
+	return p, err
+}
+
+// Querier is what reads need: a pool, a connection or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// AttachProvider ties a payment to the provider's payment id the first
+// time the provider names it. Attaching the same id again is a no-op;
+// attaching another is ErrProviderMismatch.
+func AttachProvider(ctx context.Context, tx pgx.Tx, paymentID int64, providerPaymentID string) error {
+	if providerPaymentID == "" {
+		return nil
+	}
+	var current string
+	err := tx.QueryRow(ctx, `update payments set provider_payment_id = coalesce(provider_payment_id, $2), updated_at = now()
+		where id = $1 returning provider_payment_id`, paymentID, providerPaymentID).Scan(&current)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("payment %d: %w", paymentID, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("attach provider payment %s to payment %d: %w", providerPaymentID, paymentID, err)
+	}
+	if current != providerPaymentID {
+		return fmt.Errorf("payment %d has %s, provider reports %s: %w", paymentID, current, providerPaymentID, ErrProviderMismatch)
+	}
+	return nil
+}
+
+// MarkPaid moves a payment to paid and emits payment.processed in tx.
+// observed is the provider status that told us (e.g. "succeeded"), source
+// names the path ("sync", "webhook:evt_…", "poller", "reconciler"). It
+// returns changed=false when the payment already was paid, or was refunded
+// since; a retry or a duplicate is never an error.
+func MarkPaid(ctx context.Context, tx pgx.Tx, paymentID int64, observed, source string) (bool, error) {
+	return transition(ctx, tx, paymentID, payment.StatusPaid, observed, source, "")
+}
+
+// MarkFailed moves a pending payment to failed with reason (the decline
+// code) and emits payment.failed in tx. A payment already paid or refunded
+// is left alone (changed=false): a late decline notice is stale news.
+func MarkFailed(ctx context.Context, tx pgx.Tx, paymentID int64, observed, source, reason string) (bool, error) {
+	if reason == "" {
+		reason = "declined"
+	}
+	return transition(ctx, tx, paymentID, payment.StatusFailed, observed, source, reason)
+}
+
+// MarkRefunded moves a payment to refunded and emits payment.refunded in tx.
+func MarkRefunded(ctx context.Context, tx pgx.Tx, paymentID int64, observed, source string) (bool, error) {
+	return transition(ctx, tx, paymentID, payment.StatusRefunded, observed, source, "")
+}
+
+func transition(ctx context.Context, tx pgx.Tx, id int64, to payment.Status, observed, source, reason string) (bool, error) {
+	p, err := lockPayment(ctx, tx, id)
+	if err != nil {
+		return false, err
+	}
+	d, err := payment.Decide(p.Status, to)
+	if err != nil {
+		return false, fmt.Errorf("payment %d (order %s): %w", id, p.OrderID, err)
+	}
+	if d != payment.Apply {
+		// Record what the provider said even when nothing changes, so the
+		// reconciler sees the latest observation.
+		if observed != "" {
+			if _, err := tx.Exec(ctx, `update payments set observed_external_status = $2 where id = $1`, id, observed); err != nil {
+				return false, fmt.Errorf("payment %d: record observation: %w", id, err)
+			}
+		}
+		return false, nil
+	}
+	if to != payment.StatusFailed && p.ProviderPaymentID == "" {
+		return false, fmt.Errorf("mark payment %d (order %s) %s: %w", id, p.OrderID, to, ErrNoProviderID)
+	}
+	data := map[string]any{
+		"order_id": p.OrderID, "payment_id": strconv.FormatInt(p.ID, 10),
+		"amount": p.Amount, "currency": p.Currency,
+	}
+	if p.ProviderPaymentID != "" {
+		data["provider_payment_id"] = p.ProviderPaymentID
+	}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	if to == payment.StatusRefunded {
+		data["reason"] = "refunded"
+		if p.OrderCancelled {
+			data["reason"] = "order_cancelled"
+		}
+	}
+	env, err := sagaevent.Append(ctx, tx, outbox.Event{
+		Type: payment.EventType(to), AggregateID: p.OrderID, CorrelationID: p.OrderID,
+		Data: data, Headers: map[string]string{"source": source},
+	})
+	if err != nil {
+		return false, fmt.Errorf("payment %d (order %s) → %s: %w", id, p.OrderID, to, err)
+	}
+	_, err = tx.Exec(ctx, `update payments set status = $2, version = version + 1, updated_at = now(),
+		observed_external_status = coalesce(nullif($3, ''), observed_external_status),
+		failure_reason = case when $2 = 'failed' then $4 else failure_reason end, last_source = $5
+		where id = $1`, id, string(to), observed, reason, source)
+	if err != nil {
+		return false, fmt.Errorf("payment %d → %s: %w", id, to, err)
+	}
+	_, err = tx.Exec(ctx, `insert into payment_transitions (payment_id, from_status, to_status, source, observed, event_id)
+		values ($1, $2, $3, $4, nullif($5, ''), $6)`, id, string(p.Status), string(to), source, observed, env.EventID)
+	if err != nil {
+		return false, fmt.Errorf("payment %d: record transition: %w", id, err)
+	}
+	return true, nil
+}
