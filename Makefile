@@ -44,8 +44,16 @@ test: lint schema-check up ## lint, schema review, start the stack, run every te
 test-unit: ## tests that need no stack (fails fast where one is needed)
 	go test -count=1 ./schemas/...
 
-schema-check: ## schema lint and compatibility review against the previous commit
-	@echo "schema review: see schemas/README.md"
+# The base of the schema review: the merge base with origin/main on a branch,
+# else the previous commit. Empty on a single-commit or depth-1 clone, where
+# the check compares nothing and says so.
+SCHEMA_BASE ?= $(shell b=$$(git merge-base HEAD origin/main 2>/dev/null || true); \
+	if [ -n "$$b" ] && [ "$$b" != "$$(git rev-parse HEAD)" ]; then echo $$b; \
+	else git rev-parse -q --verify HEAD~1 2>/dev/null; fi)
+
+schema-check: ## schema lint and compatibility review against the merge base / previous commit
+	cd schemas && go run ./cmd/schemactl lint
+	cd schemas && go run ./cmd/schemactl check --base "$(SCHEMA_BASE)"
 
 demo: up build ## the main job: run the pipeline on the real stack and print a summary
 	$(STACK) $(BIN)/demo
