@@ -1,0 +1,56 @@
+package idempotent
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/schemas"
+)
+
+// decoded is one record of a batch after decoding: either an event with its
+// parsed id, or the reason it is poison.
+type decoded struct {
+	rec    *kgo.Record
+	ev     Event
+	id     uuid.UUID
+	reason string // non-empty: poison, dead-letter with err
+	err    error
+}
+
+// decodeRecord validates a record's value against the catalog and decodes
+// its envelope. It never touches the database or the broker, so a poison
+// record is found before any transaction starts.
+func decodeRecord(cat *schemas.Catalog, rec *kgo.Record) decoded {
+	d := decoded{rec: rec}
+	fail := func(reason string, err error) decoded {
+		d.reason = reason
+		d.err = fmt.Errorf("%s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		return d
+	}
+	if err := cat.Validate(rec.Value); err != nil {
+		return fail(decodeReason(err), err)
+	}
+	env, err := schemas.DecodeEnvelope(rec.Value)
+	if err != nil {
+		return fail(ReasonDecode, err)
+	}
+	id, err := uuid.Parse(env.EventID)
+	if err != nil {
+		return fail(ReasonDecode, fmt.Errorf("event_id %q: %w", env.EventID, err))
+	}
+	d.id = id
+	d.ev = Event{
+		Envelope:  env,
+		Topic:     rec.Topic,
+		Partition: rec.Partition,
+		Offset:    rec.Offset,
+		Key:       rec.Key,
+		Headers:   make(map[string]string, len(rec.Headers)),
+	}
+	for _, h := range rec.Headers {
+		d.ev.Headers[h.Key] = string(h.Value)
+	}
+	return d
+}

@@ -1,0 +1,44 @@
+package idempotent
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/concordhq/concord/schemas"
+)
+
+// Event is one decoded, schema-valid record handed to a Handler.
+type Event struct {
+	schemas.Envelope
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Headers   map[string]string
+}
+
+// Handler applies one event's effect inside tx. The runner calls it only for
+// events this group has not processed before, and commits tx together with
+// the dedupe row, so the handler must write through tx only.
+//
+// A returned error is transient (the batch is retried, nothing is skipped)
+// unless it is wrapped with Permanent or is a PostgreSQL data or integrity
+// error (see Classify), in which case the record is dead-lettered and the
+// partition goes on. The handler runs inside a savepoint when it fails, so a
+// failed handler leaves no partial effect behind.
+type Handler func(ctx context.Context, tx pgx.Tx, ev Event) error
+
+// Mux routes events to handlers by event_type. Types it has no handler for
+// are recorded as processed and skipped: a consumer of a shared topic ignores
+// the types it does not care about, and that is not a poison record.
+type Mux map[string]Handler
+
+// Handle calls the handler registered for ev.EventType, if any.
+func (m Mux) Handle(ctx context.Context, tx pgx.Tx, ev Event) error {
+	h, ok := m[ev.EventType]
+	if !ok {
+		return nil
+	}
+	return h(ctx, tx, ev)
+}

@@ -1,0 +1,192 @@
+package idempotent
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// partitionWorker applies the batches of one partition in order. The poll
+// loop pushes; the worker pops. When too many batches wait, the partition's
+// fetching is paused, so a slow partition neither blocks the others nor
+// buffers without bound.
+type partitionWorker struct {
+	r  *Runner
+	tp topicPartition
+
+	mu      sync.Mutex
+	queue   []queued
+	paused  bool
+	wake    chan struct{} // cap 1: a push happened
+	stopped chan struct{} // closed by stop
+	done    chan struct{} // closed when run returns
+	once    sync.Once
+}
+
+type queued struct {
+	recs []*kgo.Record
+	hwm  int64
+}
+
+func newPartitionWorker(r *Runner, tp topicPartition) *partitionWorker {
+	return &partitionWorker{r: r, tp: tp, wake: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
+}
+
+// push queues records, split into batches of at most MaxBatchRecords.
+func (w *partitionWorker) push(recs []*kgo.Record, hwm int64) {
+	w.mu.Lock()
+	for len(recs) > 0 {
+		n := min(len(recs), w.r.cfg.MaxBatchRecords)
+		w.queue = append(w.queue, queued{recs[:n:n], hwm})
+		recs = recs[n:]
+	}
+	if len(w.queue) >= w.r.cfg.QueuedBatches && !w.paused {
+		w.paused = true
+		w.r.cl.PauseFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *partitionWorker) pop() (queued, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) == 0 {
+		return queued{}, false
+	}
+	q := w.queue[0]
+	w.queue[0] = queued{}
+	w.queue = w.queue[1:]
+	if w.paused && len(w.queue) < w.r.cfg.QueuedBatches {
+		w.paused = false
+		w.r.cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+	}
+	return q, true
+}
+
+func (w *partitionWorker) wasPaused() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.paused
+}
+
+func (w *partitionWorker) stop() { w.once.Do(func() { close(w.stopped) }) }
+
+func (w *partitionWorker) isStopped() bool {
+	select {
+	case <-w.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *partitionWorker) run() {
+	defer close(w.done)
+	for {
+		if w.isStopped() {
+			return
+		}
+		q, ok := w.pop()
+		if !ok {
+			select {
+			case <-w.wake:
+				continue
+			case <-w.stopped:
+				return
+			}
+		}
+		if !w.apply(q) {
+			return
+		}
+	}
+}
+
+// apply applies one batch, retrying transient failures with backoff until
+// it commits or the worker is stopped. It reports false when it gave up
+// because of a stop; the batch's offsets were not marked then.
+func (w *partitionWorker) apply(q queued) bool {
+	r := w.r
+	recs := make([]decoded, len(q.recs))
+	for i, rec := range q.recs {
+		recs[i] = decodeRecord(r.cfg.Catalog, rec)
+	}
+	last := q.recs[len(q.recs)-1]
+	for attempt := 0; ; attempt++ {
+		select {
+		case r.sem <- struct{}{}:
+		case <-w.stopped:
+			return false
+		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(r.workCtx, r.cfg.BatchTimeout)
+		res, err := r.applyBatch(ctx, recs)
+		cancel()
+		<-r.sem
+		if err == nil {
+			if r.cfg.AfterDBCommit != nil {
+				r.cfg.AfterDBCommit(last.Topic, last.Partition, last.Offset)
+			}
+			r.cl.MarkCommitOffsets(map[string]map[int32]kgo.EpochOffset{
+				last.Topic: {last.Partition: {Epoch: last.LeaderEpoch, Offset: last.Offset + 1}},
+			})
+			r.observe(w.tp, res, time.Since(start), q.hwm-(last.Offset+1))
+			return true
+		}
+		r.m.retries.WithLabelValues(r.cfg.Group, w.tp.topic).Inc()
+		r.m.retried.Add(1)
+		delay := Backoff(attempt, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax, rand.Float64())
+		r.cfg.Logger.Warn("batch failed, will retry; offsets do not move", "group", r.cfg.Group,
+			"topic", last.Topic, "partition", last.Partition, "from_offset", q.recs[0].Offset, "to_offset", last.Offset,
+			"attempt", attempt+1, "retry_in", delay, "err", err)
+		if r.workCtx.Err() != nil {
+			return false
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-w.stopped:
+			t.Stop()
+			return false
+		}
+	}
+}
+
+func (r *Runner) observe(tp topicPartition, res batchResult, took time.Duration, lag int64) {
+	g := r.cfg.Group
+	if res.applied > 0 {
+		r.m.events.WithLabelValues(g, tp.topic, OutcomeApplied).Add(float64(res.applied))
+	}
+	if res.duplicates > 0 {
+		r.m.events.WithLabelValues(g, tp.topic, OutcomeDuplicate).Add(float64(res.duplicates))
+	}
+	if res.deadLettered > 0 {
+		r.m.events.WithLabelValues(g, tp.topic, OutcomeDeadLettered).Add(float64(res.deadLettered))
+	}
+	r.m.applied.Add(int64(res.applied))
+	r.m.dupes.Add(int64(res.duplicates))
+	r.m.dead.Add(int64(res.deadLettered))
+	r.m.batchesN.Add(1)
+	r.m.latency.WithLabelValues(g).Observe(took.Seconds())
+	r.m.lag.WithLabelValues(g, tp.topic, partLabel(tp.partition)).Set(float64(max(lag, 0)))
+}
+
+// Backoff is the delay before retry number attempt (0-based) of a batch:
+// exponential from lo, capped at hi, with "equal jitter" (half fixed, half
+// random by jitter in [0,1)) so that partitions failing together do not
+// retry in lockstep.
+func Backoff(attempt int, lo, hi time.Duration, jitter float64) time.Duration {
+	d := lo
+	for i := 0; i < attempt && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	half := d / 2
+	return half + time.Duration(float64(half)*jitter)
+}
