@@ -1,0 +1,119 @@
+package providersim_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/concordhq/concord/services/providersim"
+	"github.com/stripe/stripe-go/v84"
+	"github.com/stripe/stripe-go/v84/webhook"
+)
+
+const secret = "whsec_test_secret"
+
+// referenceHMAC is printf '1700000000.{"id":"evt_1"}' | openssl dgst -sha256 -hmac whsec_test_secret
+const referenceHMAC = "248a374f50f943a28b0f6ab50faf9a7e7e29b710fa26df9fb1618b9bf8ea9c9a"
+
+func TestWebhookSignedBySimulatorVerifiesWithStripeGo(t *testing.T) {
+	ep := newEndpoint(t)
+	h := start(t, providersim.Config{WebhookEndpoints: []string{ep.ts.URL}, WebhookSecret: secret})
+	pi := h.mustCreate(h.client(), providersim.PaymentMethodVisa, 100, "hook")
+	eventually(t, "3 webhooks", func() bool { return ep.count() == 3 })
+	ep.mu.Lock()
+	body, sig := ep.bodies[2], ep.headers[2]
+	ep.mu.Unlock()
+	ev, err := webhook.ConstructEvent(body, sig, secret)
+	if err != nil {
+		t.Fatalf("stripe-go rejects the simulator's signature: %v", err)
+	}
+	if ev.Type != "payment_intent.succeeded" || ev.Data.Object["id"] != pi.ID {
+		t.Fatalf("verified event is %s on %v", ev.Type, ev.Data.Object["id"])
+	}
+	if _, err := webhook.ConstructEvent(body, sig, "whsec_other"); err == nil {
+		t.Fatal("signature verified with the wrong secret")
+	}
+	tampered := append([]byte{}, body...)
+	tampered[len(tampered)-2] ^= 1
+	if _, err := webhook.ConstructEvent(tampered, sig, secret); err == nil {
+		t.Fatal("tampered body verified")
+	}
+}
+
+func TestSignatureHeaderIsHMACOverTimestampDotBody(t *testing.T) {
+	got := providersim.SignatureHeader(secret, time.Unix(1700000000, 0), []byte(`{"id":"evt_1"}`))
+	want := "t=1700000000,v1=" + referenceHMAC
+	if got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+}
+
+func TestWebhookRetriedWithDoublingBackoffUntil2xx(t *testing.T) {
+	ep := newEndpoint(t)
+	ep.failType, ep.failures = "payment_intent.created", 3
+	h := start(t, providersim.Config{WebhookEndpoints: []string{ep.ts.URL}, WebhookSecret: secret,
+		WebhookBackoff: 10 * time.Second, WebhookMaxBackoff: time.Hour})
+	t0 := h.clock.Now()
+	pi, err := h.client().V1PaymentIntents.Create(t.Context(), &stripe.PaymentIntentCreateParams{
+		Amount: stripe.Int64(100), Currency: stripe.String("usd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each failure must be recorded (and its retry scheduled) before the
+	// clock moves.
+	failed := func(n int) {
+		eventually(t, "failed attempt", func() bool { return h.srv.Stats().WebhookFailures == int64(n) })
+	}
+	failed(1)
+	// barrier delivers another event: once it has arrived, the dispatcher
+	// has looked at the queue at the current clock.
+	barriers := 0
+	barrier := func() {
+		barriers++
+		if err := h.srv.ForceStatus(pi.ID, providersim.StatusRequiresPaymentMethod, true); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "barrier event", func() bool { return len(ep.attemptsOf("payment_intent.payment_failed")) == barriers })
+	}
+	for i, backoff := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second} {
+		h.clock.Advance(backoff - time.Second)
+		barrier()
+		if n := len(ep.attemptsOf("payment_intent.created")); n != i+1 {
+			t.Fatalf("retry %d came before its %v backoff (%d attempts)", i+1, backoff, n)
+		}
+		h.clock.Advance(time.Second)
+		eventually(t, "retry", func() bool { return len(ep.attemptsOf("payment_intent.created")) == i+2 })
+		if i < 2 {
+			failed(i + 2)
+		}
+	}
+	got := ep.attemptsOf("payment_intent.created")
+	last := got[len(got)-1]
+	if !last.ok || last.sig[:len("t=1234567890")] != fmt.Sprintf("t=%d", t0.Add(70*time.Second).Unix()) {
+		t.Fatalf("final attempt %+v, want a success signed at t0+70s", last)
+	}
+	if st := h.srv.Stats(); st.WebhookFailures != 3 || st.WebhooksGivenUp != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
+	ep := newEndpoint(t)
+	ep.failures = 1000
+	h := start(t, providersim.Config{WebhookEndpoints: []string{ep.ts.URL}, WebhookSecret: secret,
+		WebhookBackoff: time.Second, WebhookMaxBackoff: time.Second, WebhookMaxAttempts: 3})
+	if _, err := h.client().V1PaymentIntents.Create(t.Context(), &stripe.PaymentIntentCreateParams{
+		Amount: stripe.Int64(100), Currency: stripe.String("usd")}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		// Wait until the failure is recorded (and the retry scheduled)
+		// before moving the clock.
+		eventually(t, "failed attempt", func() bool { return h.srv.Stats().WebhookFailures == int64(i) })
+		h.clock.Advance(time.Second)
+	}
+	eventually(t, "give up", func() bool { return h.srv.Stats().WebhooksGivenUp == 1 })
+	if st := h.srv.Stats(); st.WebhookFailures != 3 || st.WebhooksPending != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
