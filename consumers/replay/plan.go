@@ -1,0 +1,231 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// Row is one partition of a reset plan. Current is -1 when the group has no
+// committed offset there; End is the log end offset when the plan was made.
+type Row struct {
+	Topic     string
+	Partition int32
+	Current   int64
+	New       int64
+	End       int64
+}
+
+// Plan is the new offsets for a group, decided but not yet applied.
+type Plan struct {
+	Group string
+	Spec  Spec
+	Rows  []Row
+}
+
+// Target selects the partitions to reset: every partition the group has
+// committed offsets for (All, Apache's --all-topics), or the given topics,
+// each "topic" (all its partitions) or "topic:0,2" (those partitions).
+type Target struct {
+	All    bool
+	Topics []string
+}
+
+// Prepare checks that the group is inactive and decides each partition's
+// new offset. It changes nothing.
+func Prepare(ctx context.Context, adm *kadm.Client, group string, target Target, spec Spec) (Plan, error) {
+	plan := Plan{Group: group, Spec: spec}
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return plan, fmt.Errorf("describe group %s: %w", group, err)
+	}
+	state := ""
+	if d, ok := described[group]; ok {
+		if d.Err != nil && !errors.Is(d.Err, kerrGroupIDNotFound) {
+			return plan, fmt.Errorf("describe group %s: %w", group, d.Err)
+		}
+		state = d.State
+	}
+	if err := CheckInactive(group, state); err != nil {
+		return plan, err
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return plan, fmt.Errorf("fetch committed offsets of %s: %w", group, err)
+	}
+	if err := committed.Error(); err != nil {
+		return plan, fmt.Errorf("fetch committed offsets of %s: %w", group, err)
+	}
+
+	parts, err := selectPartitions(ctx, adm, committed, target)
+	if err != nil {
+		return plan, err
+	}
+	if len(parts) == 0 {
+		return plan, fmt.Errorf("group %s has no committed offsets and no topic was named: nothing to reset", group)
+	}
+	topics := parts.topics()
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return plan, fmt.Errorf("list start offsets: %w", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return plan, fmt.Errorf("list end offsets: %w", err)
+	}
+	var atTime kadm.ListedOffsets
+	if spec.Strategy == ToDatetime || spec.Strategy == ByDuration {
+		atTime, err = adm.ListOffsetsAfterMilli(ctx, spec.Time.UnixMilli(), topics...)
+		if err == nil {
+			err = atTime.Error()
+		}
+		if err != nil {
+			return plan, fmt.Errorf("list offsets by time %s: %w", spec.Time.Format(time.RFC3339Nano), err)
+		}
+	}
+	for _, tp := range parts.sorted() {
+		p := Partition{Topic: tp.topic, Partition: tp.partition, Committed: -1, AtTime: -1}
+		s, ok1 := starts.Lookup(tp.topic, tp.partition)
+		e, ok2 := ends.Lookup(tp.topic, tp.partition)
+		if !ok1 || !ok2 {
+			return plan, fmt.Errorf("no start or end offset for %s-%d", tp.topic, tp.partition)
+		}
+		p.Start, p.End = s.Offset, e.Offset
+		if c, ok := committed.Lookup(tp.topic, tp.partition); ok && c.At >= 0 {
+			p.Committed = c.At
+		}
+		if atTime != nil {
+			if a, ok := atTime.Lookup(tp.topic, tp.partition); ok && a.Offset >= 0 {
+				p.AtTime = a.Offset
+			}
+		}
+		n, err := NewOffset(spec, p)
+		if err != nil {
+			return plan, err
+		}
+		plan.Rows = append(plan.Rows, Row{Topic: p.Topic, Partition: p.Partition, Current: p.Committed, New: n, End: p.End})
+	}
+	return plan, nil
+}
+
+// Execute commits the plan's offsets for the group. The broker refuses the
+// commit if members joined since Prepare.
+func Execute(ctx context.Context, adm *kadm.Client, plan Plan) error {
+	var os kadm.Offsets
+	for _, r := range plan.Rows {
+		os.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.New, LeaderEpoch: -1})
+	}
+	resp, err := adm.CommitOffsets(ctx, plan.Group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("commit new offsets of group %s: %w", plan.Group, err)
+	}
+	return nil
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+type tpSet map[tp]bool
+
+func (s tpSet) topics() []string {
+	seen := map[string]bool{}
+	var out []string
+	for k := range s {
+		if !seen[k.topic] {
+			seen[k.topic] = true
+			out = append(out, k.topic)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s tpSet) sorted() []tp {
+	out := make([]tp, 0, len(s))
+	for k := range s {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].topic < out[j].topic || out[i].topic == out[j].topic && out[i].partition < out[j].partition
+	})
+	return out
+}
+
+func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.OffsetResponses, target Target) (tpSet, error) {
+	set := tpSet{}
+	if target.All {
+		committed.Each(func(o kadm.OffsetResponse) {
+			if o.At >= 0 {
+				set[tp{o.Topic, o.Partition}] = true
+			}
+		})
+		return set, nil
+	}
+	explicit := map[string][]int32{}
+	var names []string
+	for _, arg := range target.Topics {
+		topic, list, hasList := strings.Cut(arg, ":")
+		if topic == "" {
+			return nil, fmt.Errorf("invalid topic arg %q, expected a topic name and optional partitions (topic:0,1)", arg)
+		}
+		names = append(names, topic)
+		if !hasList {
+			explicit[topic] = nil
+			continue
+		}
+		for _, s := range strings.Split(list, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("invalid partition %q specified in topic arg %q", s, arg)
+			}
+			explicit[topic] = append(explicit[topic], int32(n))
+		}
+	}
+	details, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		return nil, fmt.Errorf("describe topics: %w", err)
+	}
+	var missing []string
+	for topic, ps := range explicit {
+		d, ok := details[topic]
+		if !ok || d.Err != nil {
+			missing = append(missing, topic)
+			continue
+		}
+		if ps == nil {
+			for p := range d.Partitions {
+				set[tp{topic, p}] = true
+			}
+			continue
+		}
+		for _, p := range ps {
+			if _, ok := d.Partitions[p]; !ok {
+				missing = append(missing, fmt.Sprintf("%s-%d", topic, p))
+				continue
+			}
+			set[tp{topic, p}] = true
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("the partitions %q do not exist", strings.Join(missing, ","))
+	}
+	return set, nil
+}
