@@ -22,6 +22,22 @@ import (
 	"github.com/concordhq/concord/schemas"
 )
 
+type prefixKey struct{}
+
+// WithTopicPrefix returns a context under which Append writes events to
+// prefix + the catalog's topic. Tests and side-by-side runs use it to keep
+// their events apart on a shared broker; the services take it from
+// --topic-prefix.
+func WithTopicPrefix(ctx context.Context, prefix string) context.Context {
+	return context.WithValue(ctx, prefixKey{}, prefix)
+}
+
+// Topic is the topic events of the given catalog topic go to under ctx.
+func Topic(ctx context.Context, topic string) string {
+	p, _ := ctx.Value(prefixKey{}).(string)
+	return p + topic
+}
+
 // AggregateType is the aggregate every saga event belongs to.
 const AggregateType = "order"
 
@@ -82,7 +98,7 @@ func Append(ctx context.Context, tx pgx.Tx, ev outbox.Event) (schemas.Envelope, 
 	}
 	rec := outbox.Record{
 		EventID: env.EventID, AggregateType: env.AggregateType, AggregateID: env.AggregateID,
-		PartitionKey: key, KeyHash: outbox.KeyHash(key), Topic: entry.Topic, EventType: ev.Type,
+		PartitionKey: key, KeyHash: outbox.KeyHash(key), Topic: Topic(ctx, entry.Topic), EventType: ev.Type,
 		EventVersion: version, Payload: payload, Headers: ev.Headers,
 	}
 	if _, err := tx.Exec(ctx, insertSQL, rec.Values()...); err != nil {

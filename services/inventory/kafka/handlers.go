@@ -1,0 +1,67 @@
+// Package kafka adapts the saga's events to the inventory store.
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/services/inventory"
+	"github.com/concordhq/concord/services/inventory/postgres"
+)
+
+// Topics the inventory service consumes (before any prefix).
+var Topics = []string{"order-events", "payment-events"}
+
+type orderCreated struct {
+	OrderID       string           `json:"order_id"`
+	CustomerID    string           `json:"customer_id"`
+	Items         []inventory.Line `json:"items"`
+	TotalAmount   int64            `json:"total_amount"`
+	Currency      string           `json:"currency"`
+	PaymentMethod string           `json:"payment_method"`
+}
+
+type orderRef struct {
+	OrderID string `json:"order_id"`
+}
+
+func decode(ev idempotent.Event, v any) error {
+	if err := json.Unmarshal(ev.Data, v); err != nil {
+		return idempotent.Permanent(fmt.Errorf("event %s: %w", ev.EventID, err))
+	}
+	return nil
+}
+
+// Handlers: order.created reserves; payment.processed commits;
+// payment.failed and order.cancelled release.
+func Handlers() idempotent.Mux {
+	apply := func(a inventory.Action, reason string) idempotent.Handler {
+		return func(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
+			var d orderRef
+			if err := decode(ev, &d); err != nil {
+				return err
+			}
+			_, err := postgres.Apply(ctx, tx, d.OrderID, a, reason, ev.EventID)
+			return err
+		}
+	}
+	return idempotent.Mux{
+		"order.created": func(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
+			var d orderCreated
+			if err := decode(ev, &d); err != nil {
+				return err
+			}
+			_, err := postgres.Reserve(ctx, tx, postgres.ReserveRequest{OrderID: d.OrderID, Lines: d.Items,
+				Amount: d.TotalAmount, Currency: d.Currency, CustomerID: d.CustomerID, PaymentMethod: d.PaymentMethod,
+				CausationID: ev.EventID})
+			return err
+		},
+		"payment.processed": apply(inventory.Commit, ""),
+		"payment.failed":    apply(inventory.Release, postgres.ReasonPaymentDeclined),
+		"order.cancelled":   apply(inventory.Release, postgres.ReasonOrderCancelled),
+	}
+}

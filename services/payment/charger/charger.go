@@ -1,0 +1,279 @@
+// Package charger is the payment service's worker that talks to the
+// provider. It never calls the provider for a payment whose intent row is
+// not committed: it takes due rows from the payments table (ClaimCharges),
+// calls create-and-confirm with the row's idempotency key (or reads the
+// provider payment when its id is known), and records the outcome through
+// the canonical writer. A payment the provider leaves processing, or a call
+// that timed out or got a 5xx, stays pending and is tried again later with
+// the same key, so the provider charges at most once. It also refunds paid
+// payments whose order was cancelled.
+package charger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concordhq/concord/services/payment"
+	"github.com/concordhq/concord/services/payment/postgres"
+	stripegw "github.com/concordhq/concord/services/payment/stripe"
+)
+
+// Gateway is the part of the provider gateway the charger uses.
+type Gateway interface {
+	CreateAndConfirm(ctx context.Context, in stripegw.Intent) (stripegw.Payment, error)
+	Get(ctx context.Context, providerID string) (stripegw.Payment, error)
+	Refund(ctx context.Context, providerID, idemKey string) (stripegw.Refund, error)
+}
+
+// Config configures a Charger; zero values take the defaults named.
+type Config struct {
+	Pool    *pgxpool.Pool
+	Gateway Gateway
+	Log     *slog.Logger
+	// Concurrency bounds provider calls in flight (default 16).
+	Concurrency int
+	// PollInterval is how often due payments are looked for (default 50ms).
+	PollInterval time.Duration
+	// Lease is how long a claimed payment is left to this worker before
+	// another attempt may take it; it must exceed a provider call's
+	// timeout (default 15s).
+	Lease time.Duration
+	// RecheckAfter is how long a payment the provider reported as
+	// processing waits for its webhook before the charger reads it from
+	// the provider itself. Zero leaves it to webhooks and the reconciler.
+	RecheckAfter time.Duration
+	// MaxBackoff caps the wait between attempts after the provider did not
+	// answer (default 10s; it starts at 200ms and doubles).
+	MaxBackoff time.Duration
+	// Registerer receives the charger's metrics when set.
+	Registerer prometheus.Registerer
+}
+
+// Charger is the worker; Run it once.
+type Charger struct {
+	cfg     Config
+	calls   *prometheus.CounterVec
+	nudgeCh chan struct{}
+}
+
+// New checks cfg and returns a Charger.
+func New(cfg Config) (*Charger, error) {
+	if cfg.Pool == nil || cfg.Gateway == nil {
+		return nil, errors.New("charger: Pool and Gateway are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 50 * time.Millisecond
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 15 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 10 * time.Second
+	}
+	c := &Charger{cfg: cfg, nudgeCh: make(chan struct{}, 1),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "payment_provider_calls_total",
+			Help: "Provider calls by kind (charge, get, refund) and outcome."}, []string{"kind", "outcome"})}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(c.calls); err != nil {
+			return nil, fmt.Errorf("charger metrics: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Nudge makes the worker look for due work now instead of at its next poll.
+func (c *Charger) Nudge() {
+	select {
+	case c.nudgeCh <- struct{}{}:
+	default:
+	}
+}
+
+// Run works until ctx is done, then lets the calls in flight finish and
+// record their outcome (their own deadline bounds them) before returning.
+func (c *Charger) Run(ctx context.Context) error {
+	t := time.NewTicker(c.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		n, err := c.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.cfg.Log.Warn("charger pass failed", "err", err)
+		}
+		if n > 0 && ctx.Err() == nil {
+			continue // more may be due
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-c.nudgeCh:
+		}
+	}
+}
+
+// RunOnce claims what is due (charges, then refunds), calls the provider
+// for each with bounded concurrency and records the outcomes. It returns
+// how many payments it handled.
+func (c *Charger) RunOnce(ctx context.Context) (int, error) {
+	limit := c.cfg.Concurrency * 4
+	charges, err := postgres.ClaimCharges(ctx, c.cfg.Pool, limit, c.cfg.Lease)
+	if err != nil {
+		return 0, err
+	}
+	refunds, err := postgres.ClaimRefunds(ctx, c.cfg.Pool, limit, c.cfg.Lease)
+	if err != nil {
+		return 0, err
+	}
+	// Outcomes are recorded even when ctx is cancelled mid-call: a charge
+	// the provider made must not be forgotten because we are shutting down.
+	wctx := context.WithoutCancel(ctx)
+	sem := make(chan struct{}, c.cfg.Concurrency)
+	var wg sync.WaitGroup
+	run := func(p postgres.Payment, f func(context.Context, postgres.Payment) error) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := f(wctx, p); err != nil {
+				c.cfg.Log.Warn("payment attempt", "payment_id", p.ID, "order_id", p.OrderID, "err", err)
+			}
+		}()
+	}
+	for _, p := range charges {
+		run(p, c.charge)
+	}
+	for _, p := range refunds {
+		run(p, c.refund)
+	}
+	wg.Wait()
+	return len(charges) + len(refunds), nil
+}
+
+func (c *Charger) backoff(attempts int) time.Duration {
+	d := 200 * time.Millisecond
+	for i := 1; i < attempts && d < c.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, c.cfg.MaxBackoff)
+}
+
+// Outcome maps the gateway's status to the payment service's outcome.
+func Outcome(s stripegw.Status) payment.Outcome {
+	switch s {
+	case stripegw.StatusSucceeded:
+		return payment.OutcomeSucceeded
+	case stripegw.StatusDeclined, stripegw.StatusCanceled:
+		return payment.OutcomeDeclined
+	case stripegw.StatusRefunded:
+		return payment.OutcomeRefunded
+	case stripegw.StatusPending, stripegw.StatusProcessing:
+		return payment.OutcomePending
+	}
+	return payment.OutcomeUnknown
+}
+
+func (c *Charger) charge(ctx context.Context, p postgres.Payment) error {
+	var (
+		res  stripegw.Payment
+		err  error
+		kind = "charge"
+	)
+	if p.ProviderPaymentID == "" {
+		res, err = c.cfg.Gateway.CreateAndConfirm(ctx, stripegw.Intent{
+			IdempotencyKey: p.IdempotencyKey, Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod,
+			Description: "order " + p.OrderID,
+			Metadata:    map[string]string{"order_id": p.OrderID, "payment_id": strconv.FormatInt(p.ID, 10)},
+		})
+	} else {
+		kind = "get"
+		res, err = c.cfg.Gateway.Get(ctx, p.ProviderPaymentID)
+	}
+	switch {
+	case errors.Is(err, stripegw.ErrUnavailable), errors.Is(err, stripegw.ErrNotFound):
+		// No answer: the charge may or may not exist. Same key next time.
+		c.calls.WithLabelValues(kind, "unavailable").Inc()
+		return postgres.RetryChargeAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(c.backoff(p.Attempts)), "", err.Error())
+	case errors.Is(err, stripegw.ErrInvalidRequest):
+		// The provider refused the request itself; nothing was charged.
+		c.calls.WithLabelValues(kind, "refused").Inc()
+		return c.record(ctx, p, stripegw.Payment{Status: stripegw.StatusDeclined, DeclineCode: "provider_refused"}, "charge")
+	case err != nil:
+		// An idempotency conflict is a bug in key derivation; park the
+		// payment for an operator rather than guess.
+		c.calls.WithLabelValues(kind, "error").Inc()
+		return postgres.RetryChargeAt(ctx, c.cfg.Pool, p.ID, time.Time{}, "", err.Error())
+	}
+	c.calls.WithLabelValues(kind, string(res.Status)).Inc()
+	return c.record(ctx, p, res, kind)
+}
+
+// record applies what the provider said through the canonical writer.
+func (c *Charger) record(ctx context.Context, p postgres.Payment, res stripegw.Payment, source string) error {
+	return pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
+		if err := postgres.AttachProvider(ctx, tx, p.ID, res.ProviderID); err != nil {
+			return err
+		}
+		var err error
+		switch o := Outcome(res.Status); o {
+		case payment.OutcomeSucceeded:
+			_, err = postgres.MarkPaid(ctx, tx, p.ID, res.ProviderStatus, source)
+		case payment.OutcomeDeclined:
+			reason := res.DeclineCode
+			if reason == "" {
+				reason = string(res.Status)
+			}
+			_, err = postgres.MarkFailed(ctx, tx, p.ID, res.ProviderStatus, source, reason)
+		case payment.OutcomeRefunded:
+			_, err = postgres.MarkRefunded(ctx, tx, p.ID, res.ProviderStatus, source)
+		default:
+			// Processing: the webhook will tell; read it ourselves after
+			// RecheckAfter in case the webhook is lost.
+			var at time.Time
+			if c.cfg.RecheckAfter > 0 {
+				at = time.Now().Add(c.cfg.RecheckAfter)
+			}
+			err = postgres.RetryChargeAt(ctx, tx, p.ID, at, res.ProviderStatus, "")
+		}
+		return err
+	})
+}
+
+func (c *Charger) refund(ctx context.Context, p postgres.Payment) error {
+	r, err := c.cfg.Gateway.Refund(ctx, p.ProviderPaymentID, payment.RefundKey(p.ID))
+	if err != nil {
+		c.calls.WithLabelValues("refund", "error").Inc()
+		// Already refunded (by an earlier attempt whose answer we lost, or
+		// by the provider) is refused as a bad request: read the truth.
+		if errors.Is(err, stripegw.ErrInvalidRequest) {
+			if got, gerr := c.cfg.Gateway.Get(ctx, p.ProviderPaymentID); gerr == nil && got.Status == stripegw.StatusRefunded {
+				return c.record(ctx, p, got, "refund")
+			}
+		}
+		return postgres.RetryRefundAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(c.backoff(p.Attempts)), err.Error())
+	}
+	c.calls.WithLabelValues("refund", r.Status).Inc()
+	c.cfg.Log.Info("refunded payment of cancelled order", "payment_id", p.ID, "order_id", p.OrderID,
+		"provider_payment_id", p.ProviderPaymentID, "refund_id", r.ID, "amount", p.Amount, "currency", p.Currency)
+	return pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
+		if err := postgres.SetRefundID(ctx, tx, p.ID, r.ID); err != nil {
+			return err
+		}
+		_, err := postgres.MarkRefunded(ctx, tx, p.ID, "refunded", "refund:"+r.ID)
+		return err
+	})
+}
