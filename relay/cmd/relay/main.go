@@ -1,0 +1,240 @@
+// Command relay publishes a service database's transactional outbox to
+// Kafka (see package publisher), and lets an operator look at and release
+// parked rows:
+//
+//	relay [flags]                     run the relay
+//	relay outbox parked [flags]       list parked rows
+//	relay outbox retry ID [flags]     retry a parked row from zero attempts
+//	relay outbox skip ID --reason R   never publish a parked row; its key flows again
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/relay/publisher"
+	"github.com/concordhq/concord/schemas"
+)
+
+func main() { kit.Main("relay", run) }
+
+const summary = `relay — publishes the transactional outbox of one service database to Kafka:
+at least once, in append order per partition key, a row marked published only
+after Kafka acknowledged it. Run as many instances as you like on one database:
+they split the key-hash shards between them (Postgres advisory locks) and take
+over a dead instance's shards within about --rebalance-interval.
+
+Operator commands (same --database-url flag / DATABASE_URL):
+  relay outbox parked             list parked rows and how many rows wait behind each
+  relay outbox retry ID           retry a parked row (attempts start from zero)
+  relay outbox skip ID --reason R never publish a parked row; the rows behind it go`
+
+func run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "outbox" {
+		return runOutbox(ctx, args[1:], os.Stdout)
+	}
+	fs := kit.NewFlagSet("relay", summary)
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL URL of the service database holding the outbox (required)")
+	kf := kit.AddKafkaFlags(fs)
+	lf := kit.AddLogFlags(fs)
+	httpAddr := fs.String("http-addr", "RELAY_HTTP_ADDR", ":9400", "address of /metrics, /healthz and /readyz")
+	migrate := fs.Bool("migrate", "RELAY_MIGRATE", true, "create or upgrade the outbox table at start-up")
+	shards := fs.Int("shards", "RELAY_SHARDS", publisher.DefaultShards, "key-hash shards; every instance on one outbox must use the same value")
+	workers := fs.Int("workers", "RELAY_WORKERS", publisher.DefaultWorkers, "concurrent batch pipelines per instance, each over its own owned shards")
+	batch := fs.Int("batch-size", "RELAY_BATCH_SIZE", publisher.DefaultBatchSize, "most rows locked and produced per batch")
+	poll := fs.Duration("poll-interval", "RELAY_POLL_INTERVAL", publisher.DefaultPollInterval, "fallback poll when no NOTIFY arrives (NOTIFY wakes the relay at once)")
+	rebalance := fs.Duration("rebalance-interval", "RELAY_REBALANCE_INTERVAL", publisher.DefaultRebalanceInterval, "how often shard ownership is checked; a dead instance's shards move within about this")
+	maxAttempts := fs.Int("max-attempts", "RELAY_MAX_ATTEMPTS", publisher.DefaultMaxAttempts, "refusals by the cluster before a row is parked (transient failures never park; -1 never parks)")
+	backoffMin := fs.Duration("backoff-min", "RELAY_BACKOFF_MIN", publisher.DefaultBackoffMin, "wait after a row's first failure; doubles per attempt")
+	backoffMax := fs.Duration("backoff-max", "RELAY_BACKOFF_MAX", publisher.DefaultBackoffMax, "longest wait between attempts of a row")
+	delivery := fs.Duration("delivery-timeout", "RELAY_DELIVERY_TIMEOUT", publisher.DefaultDeliveryTimeout, "how long a record may wait for its ack (broker down) before the row backs off")
+	linger := fs.Duration("linger", "RELAY_LINGER", 0, "producer linger; 0 sends at once (batches still form while requests are in flight)")
+	compression := fs.String("compression", "RELAY_COMPRESSION", "none", "record batch compression: none, gzip, snappy, lz4 or zstd")
+	maxBytes := fs.Int("max-message-bytes", "RELAY_MAX_MESSAGE_BYTES", publisher.DefaultMaxMessageBytes, "cap of a produce batch; each topic's max.message.bytes lowers it")
+	retention := fs.Duration("retention", "RELAY_RETENTION", publisher.DefaultRetention, "published rows older than this are deleted; negative keeps them")
+	cleanupEvery := fs.Duration("cleanup-interval", "RELAY_CLEANUP_INTERVAL", publisher.DefaultCleanupInterval, "how often old published rows are deleted (by the owner of shard 0)")
+	cleanupBatch := fs.Int("cleanup-batch", "RELAY_CLEANUP_BATCH", publisher.DefaultCleanupBatch, "rows deleted per cleanup statement")
+	createTopics := fs.Bool("create-topics", "RELAY_CREATE_TOPICS", false, "create the missing topics of --topics with kadm at start-up")
+	topics := fs.String("topics", "RELAY_TOPICS", "", "comma-separated topics for --create-topics (default: every topic of the schema catalog)")
+	partitions := fs.Int("topic-partitions", "RELAY_TOPIC_PARTITIONS", 6, "partitions of topics created by --create-topics")
+	replication := fs.Int("topic-replication", "RELAY_TOPIC_REPLICATION", 1, "replication factor of topics created by --create-topics")
+	grace := fs.Duration("shutdown-grace", "RELAY_SHUTDOWN_GRACE", 10*time.Second, "how long the HTTP server may take to close on SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return kit.UsageError{Err: err}
+	}
+	if fs.NArg() > 0 {
+		return kit.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if err := kit.Require("database-url", *dbURL, "kafka-brokers", *kf.Brokers); err != nil {
+		return kit.UsageError{Err: err}
+	}
+	if *shards < 1 || *workers < 1 || *batch < 1 || *cleanupBatch < 1 || *partitions < 1 || *replication < 1 {
+		return kit.Usagef("--shards, --workers, --batch-size, --cleanup-batch, --topic-partitions and --topic-replication must be at least 1")
+	}
+	log, err := lf.NewLogger(os.Stderr, "relay")
+	if err != nil {
+		return kit.UsageError{Err: err}
+	}
+	pool, err := kit.NewPool(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if *migrate {
+		if err := outbox.Migrate(ctx, pool); err != nil {
+			return err
+		}
+	}
+	// The ready check closes over r, set below before the server starts.
+	var r *publisher.Relay
+	ops, err := kit.NewOpsServer(*httpAddr, func(ctx context.Context) error { return r.Ready(ctx) })
+	if err != nil {
+		return err
+	}
+	kcfg := kf.Config()
+	r, err = publisher.New(publisher.Config{
+		Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
+		Shards: *shards, Workers: *workers, BatchSize: *batch, PollInterval: *poll, RebalanceInterval: *rebalance,
+		MaxAttempts: *maxAttempts, BackoffMin: *backoffMin, BackoffMax: *backoffMax, DeliveryTimeout: *delivery,
+		Linger: *linger, Compression: *compression, MaxMessageBytes: *maxBytes,
+		Retention: *retention, CleanupInterval: *cleanupEvery, CleanupBatch: *cleanupBatch,
+	})
+	if err != nil {
+		return kit.UsageError{Err: err}
+	}
+	if *createTopics {
+		list := kit.SplitBrokers(*topics)
+		if len(list) == 0 {
+			list = catalogTopics()
+		}
+		cl, err := kit.NewKafkaClient(ctx, kcfg, log)
+		if err != nil {
+			return err
+		}
+		err = publisher.CreateTopics(ctx, kadm.NewClient(cl), int32(*partitions), int16(*replication), list...)
+		cl.Close()
+		if err != nil {
+			return err
+		}
+		log.Info("topics ready", "topics", list)
+	}
+	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(ctx))
+	opsDone := make(chan error, 1)
+	go func() { opsDone <- ops.Run(opsCtx, log, *grace) }()
+	runErr := r.Run(ctx)
+	stopOps()
+	if err := <-opsDone; err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+func catalogTopics() []string {
+	cat := schemas.MustDefault()
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range cat.Types() {
+		e, _ := cat.Lookup(t)
+		if !seen[e.Topic] {
+			seen[e.Topic] = true
+			out = append(out, e.Topic)
+		}
+	}
+	return out
+}
+
+// runOutbox is `relay outbox parked|retry ID|skip ID --reason R`.
+func runOutbox(ctx context.Context, args []string, out io.Writer) error {
+	const usage = "relay outbox parked | retry ID | skip ID --reason R"
+	if len(args) == 0 {
+		return kit.Usagef("missing command: %s", usage)
+	}
+	cmd, rest := args[0], args[1:]
+	fs := kit.NewFlagSet("relay outbox "+cmd, "relay outbox — look at and release parked outbox rows\n\n  "+usage)
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL URL of the service database holding the outbox (required)")
+	reason := fs.String("reason", "", "", "why the row is skipped (required by skip; stored with the row)")
+	// Accept the ID before or after the flags.
+	var pos []string
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return kit.UsageError{Err: err}
+		}
+		rest = fs.Args()
+		if len(rest) > 0 {
+			pos = append(pos, rest[0])
+			rest = rest[1:]
+		}
+	}
+	if err := kit.Require("database-url", *dbURL); err != nil {
+		return kit.UsageError{Err: err}
+	}
+	var id int64
+	switch cmd {
+	case "parked":
+		if len(pos) != 0 {
+			return kit.Usagef("parked takes no argument")
+		}
+	case "retry", "skip":
+		if len(pos) != 1 {
+			return kit.Usagef("%s needs exactly one outbox row id", cmd)
+		}
+		var err error
+		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil || id < 1 {
+			return kit.Usagef("outbox row id %q: want a positive integer", pos[0])
+		}
+		if cmd == "skip" && strings.TrimSpace(*reason) == "" {
+			return kit.Usagef("skip needs --reason")
+		}
+	default:
+		return kit.Usagef("unknown command %q: %s", cmd, usage)
+	}
+	pool, err := pgxpool.New(ctx, *dbURL)
+	if err != nil {
+		return kit.Usagef("--database-url: %v", err)
+	}
+	defer pool.Close()
+	switch cmd {
+	case "parked":
+		rows, err := outbox.Parked(ctx, pool)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tEVENT_ID\tTYPE\tTOPIC\tKEY\tATTEMPTS\tWAITING\tPARKED_AT\tLAST_ERROR")
+		for _, p := range rows {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", p.ID, p.EventID, p.EventType, p.Topic, p.PartitionKey,
+				p.Attempts, p.Waiting, p.ParkedAt.UTC().Format(time.RFC3339), p.LastError)
+		}
+		return tw.Flush()
+	case "retry":
+		if err := outbox.Retry(ctx, pool, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "outbox row %d released for retry\n", id)
+	case "skip":
+		if err := outbox.Skip(ctx, pool, id, *reason); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "outbox row %d skipped; the rows behind it will be published\n", id)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package publisher
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/concordhq/concord/relay/outbox"
+)
+
+// listen holds a LISTEN session on outbox.NotifyChannel and wakes the
+// workers on every notification. Notifications are only a hint: while the
+// session is down (database restart) the workers fall back to their poll,
+// and after reconnecting they are woken once in case a notification was
+// missed.
+func (r *Relay) listen(ctx context.Context) {
+	retry := r.cfg.BackoffMin
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("outbox listener disconnected; polling until it is back", "err", err, "retry_in", retry)
+		r.sleep(ctx, -1, retry)
+		retry = min(retry*2, 5*time.Second)
+	}
+}
+
+func (r *Relay) listenOnce(ctx context.Context) error {
+	cfg := r.cfg.Pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = "concord-relay-listener"
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "listen "+outbox.NotifyChannel); err != nil {
+		return err
+	}
+	r.wakeAll()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		r.wakeAll()
+	}
+}
