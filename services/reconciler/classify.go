@@ -42,8 +42,9 @@ func KnownExternal(s string) bool { return knownExternal[s] }
 //
 // The guiding rule: repair automatically only a transition the canonical
 // writer would have applied had the webhook arrived (pending → paid,
-// pending → failed); everything where money or goods may already have moved
-// the wrong way goes to a person.
+// pending → failed, failed → paid), and nothing where goods may already
+// have moved on money we do not have (paid here, not there) or where a
+// refund happened behind our back: those go to a person.
 func Classify(local, external string) Decision {
 	if !knownLocal[local] {
 		return Decision{Verdict: NeedsReview, Kind: KindUnknownLocalStatus}
@@ -96,7 +97,12 @@ func Classify(local, external string) Decision {
 			// succeeded_externally_failed_locally finding.
 			return Decision{Verdict: InSync}
 		case ExtSucceeded:
-			return Decision{Verdict: NeedsReview, Kind: KindSucceededExternallyFailedLocally}
+			// The provider took the money after we gave up (a lost success
+			// webhook after a timeout). The canonical writer applies
+			// failed → paid for the live webhook too, because the provider
+			// is the authority on where money is; payment-svc then refunds
+			// it if the order was cancelled meanwhile.
+			return Decision{Verdict: Repairable, Kind: KindSucceededExternallyFailedLocally, Command: CommandApplySucceeded}
 		default:
 			// Still moving at the provider. Whatever it settles on is
 			// classified on the next visit (succeeded → review).

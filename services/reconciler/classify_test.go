@@ -54,7 +54,7 @@ func TestClassifyEveryPair(t *testing.T) {
 		{LocalFailed, ExtRequiresAction}:        flight,
 		{LocalFailed, ExtRequiresCapture}:       flight,
 		{LocalFailed, ExtProcessing}:            flight,
-		{LocalFailed, ExtSucceeded}:             review(KindSucceededExternallyFailedLocally),
+		{LocalFailed, ExtSucceeded}:             repair(KindSucceededExternallyFailedLocally, CommandApplySucceeded),
 		{LocalFailed, ExtCanceled}:              ok,
 		{LocalFailed, ExtDeclined}:              ok,
 		{LocalFailed, ExtRefunded}:              ok,

@@ -83,8 +83,10 @@ const (
 	// KindRefundedExternally: paid here, fully refunded at the provider
 	// (a dashboard refund, a lost refund webhook, a late reversal).
 	KindRefundedExternally Kind = "refunded_externally"
-	// KindSucceededExternallyFailedLocally: we told the customer the payment
-	// failed (the order was cancelled) but the provider took the money.
+	// KindSucceededExternallyFailedLocally: we recorded the payment as
+	// failed but the provider took the money. Repairable with the succeeded
+	// command: the canonical writer moves it to paid (as the live webhook
+	// would) and payment-svc refunds it if the order was cancelled.
 	KindSucceededExternallyFailedLocally Kind = "succeeded_externally_failed_locally"
 	// KindRefundedLocallyNotExternally: refunded here, not (fully) at the
 	// provider.

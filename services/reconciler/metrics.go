@@ -1,0 +1,163 @@
+package reconciler
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the reconciler's Prometheus series. A nil *Metrics records
+// nothing, so tests and one-shot commands need not build one.
+type Metrics struct {
+	lag              prometheus.Gauge
+	cycleDuration    prometheus.Histogram
+	lastCycle        prometheus.Gauge
+	sinceLastCycle   prometheus.Gauge
+	currentCycleAge  prometheus.Gauge
+	verdicts         *prometheus.CounterVec
+	openFindings     *prometheus.GaugeVec
+	findingsOpened   *prometheus.CounterVec
+	commandsEmitted  *prometheus.CounterVec
+	providerCalls    *prometheus.CounterVec
+	concurrentRuns   prometheus.Counter
+	unknownPayments  prometheus.Counter
+	rowsVerified     prometheus.Counter
+
+	mu               sync.Mutex // guards openFindingKinds
+	openFindingKinds map[Kind]bool
+}
+
+// NewMetrics registers the reconciler's series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reconciler_lag_seconds",
+			Help: "Reconciliation lag: the longest time any payment has gone without being verified against the provider."}),
+		cycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reconciler_cycle_duration_seconds",
+			Help:    "Time this process took to complete a full cycle over every payment.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 16)}),
+		lastCycle: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reconciler_last_cycle_completed_timestamp_seconds",
+			Help: "Unix time the last full cycle completed (any reconciler)."}),
+		sinceLastCycle: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reconciler_seconds_since_last_cycle",
+			Help: "Seconds since the last full cycle completed (any reconciler)."}),
+		currentCycleAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reconciler_current_cycle_age_seconds",
+			Help: "Seconds since the cycle in progress started."}),
+		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reconciler_verdicts_total",
+			Help: "Rows classified, by verdict."}, []string{"verdict"}),
+		openFindings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "reconciler_open_findings",
+			Help: "Unresolved findings, by kind."}, []string{"kind"}),
+		findingsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reconciler_findings_opened_total",
+			Help: "Findings recorded, by kind (an already-open finding is not counted again)."}, []string{"kind"}),
+		commandsEmitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reconciler_repair_commands_total",
+			Help: "Repair commands appended to the outbox, by command."}, []string{"command"}),
+		providerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reconciler_provider_calls_total",
+			Help: "Provider API calls, by operation and outcome."}, []string{"op", "outcome"}),
+		concurrentRuns: prometheus.NewCounter(prometheus.CounterOpts{Name: "reconciler_concurrent_runs_total",
+			Help: "Batches discarded because another reconciler advanced the cursor first."}),
+		unknownPayments: prometheus.NewCounter(prometheus.CounterOpts{Name: "reconciler_heal_unknown_payments_total",
+			Help: "Provider payments seen by heal that have no local row."}),
+		rowsVerified: prometheus.NewCounter(prometheus.CounterOpts{Name: "reconciler_rows_verified_total",
+			Help: "Rows compared with the provider's answer (calls/verified is the cost per row)."}),
+		openFindingKinds: make(map[Kind]bool),
+	}
+	for _, v := range Verdicts {
+		m.verdicts.WithLabelValues(string(v))
+	}
+	reg.MustRegister(m.lag, m.cycleDuration, m.lastCycle, m.sinceLastCycle, m.currentCycleAge, m.verdicts,
+		m.openFindings, m.findingsOpened, m.commandsEmitted, m.providerCalls, m.concurrentRuns,
+		m.unknownPayments, m.rowsVerified)
+	return m
+}
+
+func (m *Metrics) verdict(v Verdict, n int) {
+	if m != nil && n > 0 {
+		m.verdicts.WithLabelValues(string(v)).Add(float64(n))
+	}
+}
+
+func (m *Metrics) call(op, outcome string) {
+	if m != nil {
+		m.providerCalls.WithLabelValues(op, outcome).Inc()
+	}
+}
+
+func (m *Metrics) recorded(s RecordStats) {
+	if m == nil {
+		return
+	}
+	for k, n := range s.ByKind {
+		m.findingsOpened.WithLabelValues(string(k)).Add(float64(n))
+	}
+	for c, n := range s.Commands {
+		m.commandsEmitted.WithLabelValues(string(c)).Add(float64(n))
+	}
+	m.rowsVerified.Add(float64(s.Verified))
+}
+
+func (m *Metrics) concurrent() {
+	if m != nil {
+		m.concurrentRuns.Inc()
+	}
+}
+
+func (m *Metrics) cycle(d time.Duration) {
+	if m != nil {
+		m.cycleDuration.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) unknownPayment(n int) {
+	if m != nil {
+		m.unknownPayments.Add(float64(n))
+	}
+}
+
+// Status is what `reconciler status` prints and the metrics export.
+type Status struct {
+	Now          time.Time
+	Payments     int64
+	Lag          time.Duration // the oldest time since a row was last verified
+	Cursors      []CursorStatus
+	OpenFindings map[Kind]int
+}
+
+// CursorStatus is one job's position in its cycle.
+type CursorStatus struct {
+	Job                  string
+	LastID               int64
+	CycleStartedAt       time.Time
+	LastCycleCompletedAt *time.Time
+	LastCycleDuration    *time.Duration
+	CyclesCompleted      int64
+}
+
+// ObserveStatus sets the gauges from a status read.
+func (m *Metrics) ObserveStatus(s Status, job string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lag.Set(s.Lag.Seconds())
+	for _, c := range s.Cursors {
+		if c.Job != job {
+			continue
+		}
+		m.currentCycleAge.Set(s.Now.Sub(c.CycleStartedAt).Seconds())
+		if c.LastCycleCompletedAt != nil {
+			m.lastCycle.Set(float64(c.LastCycleCompletedAt.UnixNano()) / 1e9)
+			m.sinceLastCycle.Set(s.Now.Sub(*c.LastCycleCompletedAt).Seconds())
+		}
+	}
+	// Kinds that were open before and are not now must drop to zero, not
+	// keep their last value.
+	for k := range m.openFindingKinds {
+		if _, ok := s.OpenFindings[k]; !ok {
+			m.openFindings.WithLabelValues(string(k)).Set(0)
+		}
+	}
+	for k, n := range s.OpenFindings {
+		m.openFindingKinds[k] = true
+		m.openFindings.WithLabelValues(string(k)).Set(float64(n))
+	}
+}
