@@ -10,19 +10,19 @@ import (
 // Metrics are the reconciler's Prometheus series. A nil *Metrics records
 // nothing, so tests and one-shot commands need not build one.
 type Metrics struct {
-	lag              prometheus.Gauge
-	cycleDuration    prometheus.Histogram
-	lastCycle        prometheus.Gauge
-	sinceLastCycle   prometheus.Gauge
-	currentCycleAge  prometheus.Gauge
-	verdicts         *prometheus.CounterVec
-	openFindings     *prometheus.GaugeVec
-	findingsOpened   *prometheus.CounterVec
-	commandsEmitted  *prometheus.CounterVec
-	providerCalls    *prometheus.CounterVec
-	concurrentRuns   prometheus.Counter
-	unknownPayments  prometheus.Counter
-	rowsVerified     prometheus.Counter
+	lag             prometheus.Gauge
+	cycleDuration   prometheus.Histogram
+	lastCycle       prometheus.Gauge
+	sinceLastCycle  prometheus.Gauge
+	currentCycleAge prometheus.Gauge
+	verdicts        *prometheus.CounterVec
+	openFindings    *prometheus.GaugeVec
+	findingsOpened  *prometheus.CounterVec
+	commandsEmitted *prometheus.CounterVec
+	providerCalls   *prometheus.CounterVec
+	concurrentRuns  prometheus.Counter
+	unknownPayments prometheus.Counter
+	rowsVerified    prometheus.Counter
 
 	mu               sync.Mutex // guards openFindingKinds
 	openFindingKinds map[Kind]bool

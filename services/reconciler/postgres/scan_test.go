@@ -151,7 +151,9 @@ func TestTwoReconcilersAtOnceRecordEachDriftOnce(t *testing.T) {
 
 type providerFunc func(ctx context.Context, id string) (reconciler.External, error)
 
-func (f providerFunc) Get(ctx context.Context, id string) (reconciler.External, error) { return f(ctx, id) }
+func (f providerFunc) Get(ctx context.Context, id string) (reconciler.External, error) {
+	return f(ctx, id)
+}
 
 // TestProviderOutageLeavesRowsUnverifiableAndLagGrows: with the provider
 // answering 5xx to everything, no row is called in sync, none has
