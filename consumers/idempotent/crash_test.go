@@ -1,0 +1,91 @@
+package idempotent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/infra/testkit"
+)
+
+// TestKill9BetweenDBCommitAndOffsetCommitAppliesOnce kills a consumer
+// process right after its database commit, before its offset commit; the
+// restarted consumer gets the batch again and must skip all of it.
+func TestKill9BetweenDBCommitAndOffsetCommitAppliesOnce(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "crashconsumer")
+	build := exec.Command("go", "build", "-o", bin, "../internal/crashconsumer")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build crashconsumer: %v\n%s", err, out)
+	}
+
+	k := testkit.NewKafka(t)
+	dbURL := testkit.NewDatabase(t, testkit.PostgresURL(t))
+	pool := testkit.Pool(t, dbURL)
+	migrate(t, pool)
+	topic := k.CreateTopic(t, "orders", 1)
+	group := testkit.UniqueName(t, "g")
+	cl := k.Client(t)
+	const n = 50
+	var recs []*kgo.Record
+	for i := 0; i < n; i++ {
+		id, v := event(t, "k", i)
+		recs = append(recs, record(topic, "k", id, v))
+	}
+	produce(t, cl, recs...)
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "GROUP="+group, "TOPIC="+topic,
+		"KAFKA_BROKERS="+k.Brokers[0], "CRASH_AFTER_DB_COMMIT=1")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
+			t.Fatalf("crashconsumer should die by SIGKILL, got %v", err)
+		}
+	case <-time.After(90 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("crashconsumer did not kill itself")
+	}
+
+	applied := count(t, pool, `SELECT count(*) FROM effects`)
+	if applied == 0 {
+		t.Fatal("the killed consumer committed no effect: the crash window was not reached")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := k.Admin(t).FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(topic, 0); ok && o.At > 0 {
+		t.Fatalf("offset %d was committed for a batch the process died before committing", o.At)
+	}
+
+	r := start(t, idempotent.Config{Group: group, Topics: []string{topic}, Pool: pool, Kafka: kafkaConfig(k), Handler: insertEffect})
+	eventually(t, 60*time.Second, "all events applied after restart", countIs(t, pool, n, `SELECT count(*) FROM effects`))
+	eventually(t, 30*time.Second, "redelivery seen", func() error {
+		if s := r.Stats(); s.Duplicates+s.Applied < n {
+			return errStats(s)
+		}
+		return nil
+	})
+	if s := r.Stats(); s.Duplicates != int64(applied) {
+		t.Fatalf("restart skipped %d duplicates, want the %d events the killed process committed", s.Duplicates, applied)
+	}
+	if d := count(t, pool, `SELECT count(*) FROM (SELECT event_id FROM effects GROUP BY event_id HAVING count(*) > 1) x`); d != 0 {
+		t.Fatalf("%d events applied more than once", d)
+	}
+	fmt.Fprintf(os.Stderr, "killed after committing %d effects; restart skipped them\n", applied)
+}

@@ -1,0 +1,68 @@
+// Command crashconsumer is the consumer process the idempotent package's
+// crash tests start and kill. It applies order events with a handler that
+// inserts one effects row per application. With CRASH_AFTER_DB_COMMIT=1 it
+// SIGKILLs itself right after its first batch's database commit and before
+// that batch's offsets are marked for commit: the window in which a real
+// process dying leaves an effect committed and its offset not.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/infra/kit"
+)
+
+func main() {
+	kit.Main("crashconsumer", run)
+}
+
+func run(ctx context.Context, _ []string) error {
+	pool, err := kit.NewPool(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cfg := idempotent.Config{
+		Group:   os.Getenv("GROUP"),
+		Topics:  []string{os.Getenv("TOPIC")},
+		Pool:    pool,
+		Kafka:   kit.KafkaConfig{Brokers: kit.SplitBrokers(os.Getenv("KAFKA_BROKERS"))},
+		Handler: insertEffect,
+		// A killed member holds its partitions until its session expires;
+		// keep that short so the restarted consumer takes over quickly.
+		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second)},
+	}
+	if os.Getenv("CRASH_AFTER_DB_COMMIT") == "1" {
+		cfg.AfterDBCommit = func(topic string, partition int32, last int64) {
+			fmt.Fprintf(os.Stderr, "crashconsumer: committed %s/%d through %d; SIGKILL before the offset commit\n", topic, partition, last)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way; never mark the offsets
+		}
+	}
+	r, err := idempotent.NewRunner(cfg)
+	if err != nil {
+		return err
+	}
+	return r.Run(ctx)
+}
+
+func insertEffect(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
+	var d struct {
+		Seq int `json:"seq"`
+	}
+	if err := json.Unmarshal(ev.Data, &d); err != nil {
+		return idempotent.Permanent(err)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO effects (event_id, key, seq, topic, partition, "offset") VALUES ($1,$2,$3,$4,$5,$6)`,
+		ev.EventID, string(ev.Key), d.Seq, ev.Topic, ev.Partition, ev.Offset)
+	return err
+}
