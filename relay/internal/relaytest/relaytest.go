@@ -1,0 +1,387 @@
+// Package relaytest holds the relay's integration-test helpers: filling an
+// outbox with sequenced events, consuming a topic while checking per-key
+// order, and running the relay binary as a real process.
+package relaytest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/relay/outbox"
+)
+
+// Keys returns n distinct partition keys (order ids are UUIDs in the schema).
+func Keys(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = uuid.NewString()
+	}
+	return out
+}
+
+// Data is an order.created payload with a per-key sequence number and
+// optional padding (data schemas are open, so extra fields validate).
+func Data(key string, seq int, pad int) map[string]any {
+	d := map[string]any{
+		"order_id": key, "customer_id": "cus_1", "currency": "EUR", "total_amount": 100,
+		"items": []map[string]any{{"sku": "SKU-1", "quantity": 1, "unit_price": 100}}, "seq": seq,
+	}
+	if pad > 0 {
+		d["pad"] = strings.Repeat("x", pad)
+	}
+	return d
+}
+
+// Fill appends perKey events for every key, round-robin over the keys (so
+// one key's rows are spread over the id range), with seq 1..perKey per key,
+// to topic instead of the catalog's. It COPYs validated rows in chunks and
+// notifies once per chunk. It returns the rows in id order.
+func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey, pad int) {
+	t.Helper()
+	ctx := context.Background()
+	var recs [][]any
+	flush := func() {
+		if len(recs) == 0 {
+			return
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"outbox"}, outbox.Columns, pgx.CopyFromRows(recs)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "select pg_notify($1, '')", outbox.NotifyChannel)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("fill outbox: %v", err)
+		}
+		recs = recs[:0]
+	}
+	for seq := 1; seq <= perKey; seq++ {
+		for _, k := range keys {
+			_, rec, err := outbox.Prepare(outbox.Event{Type: "order.created", Data: Data(k, seq, pad)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Topic = topic
+			recs = append(recs, rec.Values())
+			if len(recs) == 5000 {
+				flush()
+			}
+		}
+	}
+	flush()
+}
+
+// Append inserts one event through outbox.Append (the services' path) to
+// topic, returning the row id.
+func Append(t testing.TB, pool *pgxpool.Pool, topic, key string, seq, pad int) int64 {
+	t.Helper()
+	id, err := TryAppend(pool, topic, key, seq, pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TryAppend is Append returning its error (for a database coming back).
+func TryAppend(pool *pgxpool.Pool, topic, key string, seq, pad int) (int64, error) {
+	ctx := context.Background()
+	var id int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		env, err := outbox.Append(ctx, tx, outbox.Event{Type: "order.created", Data: Data(key, seq, pad)})
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "update outbox set topic = $2 where event_id = $1 returning id", env.EventID, topic).Scan(&id)
+	})
+	return id, err
+}
+
+// Checker consumes a topic from the start and checks per-key order: the
+// first time seq n of a key shows up, seqs 1..n-1 of that key must already
+// have shown up. Re-deliveries (at least once) are allowed and counted.
+type Checker struct {
+	t      testing.TB
+	cl     *kgo.Client
+	mu     sync.Mutex
+	maxSeq map[string]int
+	skip   map[string]map[int]bool
+	dups   int
+	total  int
+	errs   []string
+}
+
+// NewChecker starts consuming topic on brokers.
+func NewChecker(t testing.TB, brokers []string, topic string) *Checker {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return &Checker{t: t, cl: cl, maxSeq: map[string]int{}, skip: map[string]map[int]bool{}}
+}
+
+// Skipped tells the checker that seq of key was skipped by an operator and
+// will never arrive, so the next seq may follow the one before it.
+func (c *Checker) Skipped(key string, seq int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.skip[key] == nil {
+		c.skip[key] = map[int]bool{}
+	}
+	c.skip[key][seq] = true
+}
+
+// WaitAll polls until every key reached perKey, failing the test on an order
+// violation or at the deadline.
+func (c *Checker) WaitAll(keys []string, perKey int, timeout time.Duration) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		if c.done(keys, perKey) {
+			return
+		}
+		fs := c.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			c.t.Fatalf("after %s: %s", timeout, c.Summary(keys, perKey))
+		}
+		fs.EachRecord(c.record)
+		c.mu.Lock()
+		errs := c.errs
+		c.mu.Unlock()
+		if len(errs) > 0 {
+			c.t.Fatalf("per-key order broken: %s", strings.Join(errs[:min(len(errs), 5)], "; "))
+		}
+	}
+}
+
+// Poll consumes what is there for up to d (used to look at a topic without
+// expecting completion).
+func (c *Checker) Poll(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for ctx.Err() == nil {
+		c.cl.PollFetches(ctx).EachRecord(c.record)
+	}
+}
+
+// Seq is the highest seq seen of key.
+func (c *Checker) Seq(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.maxSeq[key]
+}
+
+// Errors are the order violations seen so far.
+func (c *Checker) Errors() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.errs...)
+}
+
+func (c *Checker) record(r *kgo.Record) {
+	var env struct {
+		Data struct {
+			Seq int `json:"seq"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(r.Value, &env); err != nil {
+		c.t.Errorf("record at %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
+		return
+	}
+	key, seq := string(r.Key), env.Data.Seq
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total++
+	m := c.maxSeq[key]
+	for c.skip[key][m+1] {
+		m++
+	}
+	switch {
+	case seq == m+1:
+		c.maxSeq[key] = seq
+	case seq <= m:
+		c.dups++
+	default:
+		c.errs = append(c.errs, fmt.Sprintf("key %s: seq %d arrived after %d (partition %d offset %d)", key, seq, m, r.Partition, r.Offset))
+	}
+}
+
+func (c *Checker) done(keys []string, perKey int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		if c.maxSeq[k] < perKey {
+			return false
+		}
+	}
+	return true
+}
+
+// Summary says how far the keys got.
+func (c *Checker) Summary(keys []string, perKey int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	complete, got := 0, 0
+	for _, k := range keys {
+		got += c.maxSeq[k]
+		if c.maxSeq[k] >= perKey {
+			complete++
+		}
+	}
+	return fmt.Sprintf("%d/%d keys complete, %d/%d events in order, %d records consumed (%d re-deliveries), %d order errors",
+		complete, len(keys), got, len(keys)*perKey, c.total, c.dups, len(c.errs))
+}
+
+// Dups is the number of re-delivered records seen.
+func (c *Checker) Dups() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dups
+}
+
+// WaitFor polls cond every 50ms until it returns nil or the timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Count returns a count(*) query's result.
+func Count(t testing.TB, pool *pgxpool.Pool, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// BuildRelay builds the relay binary once per test process and returns its
+// path.
+func BuildRelay(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "relay-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		_, file, _, _ := runtime.Caller(0)
+		modRoot := filepath.Join(filepath.Dir(file), "..", "..")
+		buildBin = filepath.Join(dir, "relay")
+		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/relay")
+		cmd.Dir = modRoot
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build relay: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildBin
+}
+
+// Proc is a relay process the test owns.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// StartRelay runs the relay binary with args (plus --http-addr=127.0.0.1:0
+// and text logs to a file), killed when the test ends.
+func StartRelay(t testing.TB, name, dbURL string, brokers []string, args ...string) *Proc {
+	t.Helper()
+	bin := BuildRelay(t)
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]string{"--database-url", dbURL, "--kafka-brokers", strings.Join(brokers, ","),
+		"--http-addr", "127.0.0.1:0", "--rebalance-interval", "500ms", "--poll-interval", "500ms"}, args...)
+	cmd := exec.Command(bin, all...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=info")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{Name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("%s log (tail):\n%s", name, tail(string(b), 4000))
+		}
+	})
+	return p
+}
+
+// Kill sends SIGKILL and waits for the exit.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Term sends SIGTERM and waits up to timeout for the exit, returning the
+// process's exit error (nil for exit 0).
+func (p *Proc) Term(timeout time.Duration) error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		p.Kill()
+		return fmt.Errorf("%s did not exit within %s of SIGTERM", p.Name, timeout)
+	}
+}
+
+// Log returns the process's log so far.
+func (p *Proc) Log() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}

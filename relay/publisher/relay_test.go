@@ -1,0 +1,301 @@
+package publisher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/internal/relaytest"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/relay/publisher"
+	"github.com/concordhq/concord/schemas"
+)
+
+func migrated(t *testing.T, pool *pgxpool.Pool) *pgxpool.Pool {
+	t.Helper()
+	if err := outbox.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// startRelay runs an in-process relay until the test ends and returns it.
+func startRelay(t *testing.T, cfg publisher.Config) *publisher.Relay {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if cfg.RebalanceInterval == 0 {
+		cfg.RebalanceInterval = 200 * time.Millisecond
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
+	r, err := publisher.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("relay run: %v", err)
+		}
+	})
+	return r
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestRelayPublishesEveryRowWithItsHeadersInPerKeyOrder(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := migrated(t, testkit.NewPool(t))
+	topic := k.CreateTopic(t, "relay", 4)
+	keys := relaytest.Keys(50)
+	relaytest.Fill(t, pool, topic, keys, 20, 0)
+	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 8, BatchSize: 100})
+
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(keys, 20, 60*time.Second)
+	relaytest.WaitFor(t, 10*time.Second, "all rows marked published", func() error {
+		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d rows unpublished", n)
+		}
+		return nil
+	})
+
+	// One record through the services' path: headers say what the consumer needs.
+	id := relaytest.Append(t, pool, topic, keys[0], 21, 0)
+	var eventID string
+	if err := pool.QueryRow(context.Background(), "select event_id::text from outbox where id = $1", id).Scan(&eventID); err != nil {
+		t.Fatal(err)
+	}
+	cl := k.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("the appended event never arrived")
+		}
+		var found *kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			for _, h := range r.Headers {
+				if h.Key == schemas.HeaderEventID && string(h.Value) == eventID {
+					found = r
+				}
+			}
+		})
+		if found == nil {
+			continue
+		}
+		hs := map[string]string{}
+		for _, h := range found.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		if string(found.Key) != keys[0] || hs[schemas.HeaderEventType] != "order.created" || hs[schemas.HeaderEventVersion] != "2" ||
+			hs[schemas.HeaderContentType] != schemas.ContentTypeJSON {
+			t.Fatalf("record key %s headers %v", found.Key, hs)
+		}
+		if err := schemas.MustDefault().Validate(found.Value); err != nil {
+			t.Fatalf("record value does not validate: %v", err)
+		}
+		return
+	}
+}
+
+func TestRelayDrainsOnCancelWithoutLeavingAckedRowsUnmarked(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := migrated(t, testkit.NewPool(t))
+	topic := k.CreateTopic(t, "drain", 2)
+	keys := relaytest.Keys(20)
+	relaytest.Fill(t, pool, topic, keys, 100, 0)
+	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, BatchSize: 200,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	relaytest.WaitFor(t, 30*time.Second, "some rows published", func() error {
+		if relaytest.Count(t, pool, "select count(*) from outbox where published_at is not null") == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	// Every row the relay marked is in Kafka; rows it did not mark may be
+	// too (at least once), never the other way round.
+	published := relaytest.Count(t, pool, "select count(*) from outbox where published_at is not null")
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.Poll(3 * time.Second)
+	inOrder := 0
+	for _, key := range keys {
+		inOrder += check.Seq(key)
+	}
+	if inOrder < published {
+		t.Fatalf("%d rows marked published but only %d events in Kafka", published, inOrder)
+	}
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if n := relaytest.Count(t, pool, "select count(*) from pg_locks where locktype = 'advisory'"); n != 0 {
+		t.Fatalf("%d advisory locks still held after Run returned", n)
+	}
+}
+
+func TestRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := migrated(t, testkit.NewPool(t))
+	topic := testkit.UniqueName(t, "refuse")
+	adm := k.Admin(t)
+	limit := "4096"
+	ctx := context.Background()
+	if resp, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"max.message.bytes": &limit}, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic) })
+
+	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
+	relaytest.Append(t, pool, topic, poison, 1, 0)
+	bad := relaytest.Append(t, pool, topic, poison, 2, 8000) // over the topic's 4096 bytes
+	relaytest.Append(t, pool, topic, poison, 3, 0)
+	relaytest.Append(t, pool, topic, poison, 4, 0)
+	relaytest.Fill(t, pool, topic, others, 10, 0)
+	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 4,
+		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(others, 10, 60*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "the oversized row parked", func() error {
+		parked, err := outbox.Parked(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if len(parked) != 1 || parked[0].ID != bad {
+			return fmt.Errorf("parked rows %+v", parked)
+		}
+		if p := parked[0]; p.Attempts != 3 || !strings.Contains(p.LastError, "MESSAGE_TOO_LARGE") || p.Waiting != 2 {
+			return fmt.Errorf("parked row %+v: want 3 attempts, MESSAGE_TOO_LARGE, 2 rows waiting", p)
+		}
+		return nil
+	})
+	// The key waits behind its parked row: seq 1 went, 3 and 4 did not.
+	check.Poll(time.Second)
+	if got := check.Seq(poison); got != 1 {
+		t.Fatalf("poison key reached seq %d while its seq 2 is parked; want 1", got)
+	}
+	if n := relaytest.Count(t, pool, "select count(*) from outbox where partition_key = $1 and published_at is null", poison); n != 3 {
+		t.Fatalf("%d rows of the parked key pending, want 3", n)
+	}
+
+	if err := outbox.Skip(ctx, pool, bad, "too large for the topic; re-emitted by hand"); err != nil {
+		t.Fatal(err)
+	}
+	check.Skipped(poison, 2)
+	check.WaitAll([]string{poison}, 4, 30*time.Second)
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+func TestRelayLosesNothingWhenTheBrokerStopsForTenSeconds(t *testing.T) {
+	pk := testkit.NewPrivateKafka(t)
+	k := pk.Kafka()
+	pool := migrated(t, testkit.NewPool(t))
+	topic := k.CreateTopic(t, "outage", 3)
+	keys := relaytest.Keys(30)
+	relaytest.Fill(t, pool, topic, keys, 20, 0)
+	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 8,
+		DeliveryTimeout: 3 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: time.Second, MaxAttempts: 2})
+	relaytest.WaitFor(t, 30*time.Second, "first batch published", func() error {
+		if relaytest.Count(t, pool, "select count(*) from outbox where published_at is not null") == 0 {
+			return errors.New("nothing published yet")
+		}
+		return nil
+	})
+
+	pk.Stop(t)
+	// Keep appending during a ~10 s outage: these rows must not be lost either.
+	seq := 20
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+		seq++
+		for _, key := range keys[:5] {
+			relaytest.Append(t, pool, topic, key, seq, 0)
+		}
+		<-time.After(500 * time.Millisecond) // the pace of appends, not a wait for the relay
+	}
+	pk.Start(t)
+
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(keys[5:], 20, 90*time.Second)
+	check.WaitAll(keys[:5], seq, 60*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
+		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d rows pending", n)
+		}
+		return nil
+	})
+	if n := relaytest.Count(t, pool, "select count(*) from outbox where parked_at is not null"); n != 0 {
+		t.Fatalf("%d rows parked by a broker outage; transient failures must not park", n)
+	}
+}
+
+func TestRelayReconnectsAfterPostgresRestarts(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pg := testkit.NewPrivatePostgres(t)
+	pool := migrated(t, testkit.Pool(t, pg.URL))
+	topic := k.CreateTopic(t, "pgrestart", 3)
+	keys := relaytest.Keys(20)
+	relaytest.Fill(t, pool, topic, keys, 10, 0)
+	r := startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 8})
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(keys, 10, 60*time.Second)
+
+	pg.Stop(t)
+	pg.Start(t)
+	relaytest.WaitFor(t, 30*time.Second, "relay owns its shards again", func() error {
+		if n := len(r.OwnedShards()); n != 8 {
+			return fmt.Errorf("owns %d shards", n)
+		}
+		return nil
+	})
+	for _, key := range keys {
+		relaytest.WaitFor(t, 20*time.Second, "append after the restart", func() error {
+			_, err := relaytest.TryAppend(pool, topic, key, 11, 0) // the pool drops its dead connections as it meets them
+			return err
+		})
+	}
+	check.WaitAll(keys, 11, 60*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
+		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d rows pending", n)
+		}
+		return nil
+	})
+}
