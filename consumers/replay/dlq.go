@@ -34,7 +34,7 @@ func PendingDeadLetters(ctx context.Context, pool *pgxpool.Pool, group string, i
 SELECT id, topic, partition, "offset", coalesce(event_id, ''), coalesce(event_type, ''), reason, error, failed_at,
        record_key, record_value, record_headers
 FROM dead_letters
-WHERE consumer_group = $1 AND replayed_at IS NULL AND (cardinality($2::bigint[]) = 0 OR id = ANY($2))
+WHERE consumer_group = $1 AND replayed_at IS NULL AND (coalesce(cardinality($2::bigint[]), 0) = 0 OR id = ANY($2))
 ORDER BY id`, group, ids)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters of %s: %w", group, err)
