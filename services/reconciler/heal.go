@@ -73,9 +73,10 @@ type HealReport struct {
 //
 // Events come newest first, so the first event seen for a payment carries
 // its latest state in the window. Events without the payment object
-// (refunds, charges) make the healer read the payment itself. The provider
-// may have moved the payment again after until; the status-guarded
-// canonical writer and the next scan absorb that.
+// (refunds, charges) make the healer read the payment itself, and so does
+// any drift a snapshot suggests: a finding or command is only ever based on
+// a fresh read, so the cost is one list call per 100 events plus one read
+// per drifting payment.
 func (h *Healer) Heal(ctx context.Context, since, until time.Time) (HealReport, error) {
 	rep := HealReport{Since: since, Until: until, Counts: make(map[Verdict]int)}
 	if !until.After(since) {
@@ -102,11 +103,10 @@ func (h *Healer) Heal(ctx context.Context, since, until time.Time) (HealReport, 
 			if ev.ProviderID == "" {
 				continue
 			}
+			// Only the newest event of a payment counts: an older snapshot
+			// behind a newer refund or charge event would be stale.
 			if _, seen := latest[ev.ProviderID]; !seen {
 				order = append(order, ev.ProviderID)
-				latest[ev.ProviderID] = nil
-			}
-			if latest[ev.ProviderID] == nil && ev.Snapshot != nil {
 				latest[ev.ProviderID] = ev.Snapshot
 			}
 		}
@@ -135,15 +135,29 @@ func (h *Healer) healChunk(ctx context.Context, ids []string, latest map[string]
 	results := make([]Result, 0, len(rows))
 	for _, r := range rows {
 		known[r.ProviderID] = true
-		obs := Observation{}
+		obs, fresh := Observation{}, false
 		if InGrace(r, now, h.cfg.Grace) {
 			// Decide answers InFlight without looking.
 		} else if snap := latest[r.ProviderID]; snap != nil {
 			obs = Observation{Outcome: Observed, Status: snap.Status}
 		} else {
-			obs = h.get(ctx, r, rep)
+			obs, fresh = h.get(ctx, r, rep), true
 		}
 		d := Decide(r, obs, now, h.cfg.Grace)
+		if !fresh && d.Kind != "" {
+			// An event's snapshot is the payment as it was then, not as it
+			// is (a change without an event, a refund after the window).
+			// Drift is rare, so confirm it with a fresh read before it
+			// becomes a finding or a command.
+			obs, fresh = h.get(ctx, r, rep), true
+			d = Decide(r, obs, now, h.cfg.Grace)
+		}
+		if !fresh {
+			// In sync or in flight by an old snapshot: nothing to record,
+			// and not a verification (the scan keeps last_reconciled_at
+			// honest; a stale snapshot must not clear a finding).
+			d.Verified = false
+		}
 		rep.Counts[d.Verdict]++
 		h.cfg.Metrics.verdict(d.Verdict, 1)
 		results = append(results, Result{Row: r, Decision: d, External: obs.Status})
