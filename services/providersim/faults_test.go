@@ -351,3 +351,26 @@ func TestAdminAPIIsOffByDefault(t *testing.T) {
 		t.Fatalf("admin without --admin answered %d %v", code, body)
 	}
 }
+
+func TestFaultsApplyIsAllOrNothing(t *testing.T) {
+	f := providersim.DefaultFaults()
+	before := f
+	err := f.Apply(map[string]string{"5xx-rate": "0.5", "processing-rate": "2"})
+	if err == nil || !strings.Contains(err.Error(), "processing-rate") {
+		t.Fatalf("want an error naming processing-rate, got %v", err)
+	}
+	if f != before {
+		t.Fatalf("a refused change was partly applied: %+v", f)
+	}
+	if err := f.Apply(map[string]string{"latency": "-1s"}); err == nil {
+		t.Fatal("negative latency accepted")
+	}
+	if err := f.Apply(map[string]string{"hang-rate": "0.25", "webhook-delay": "3s"}); err != nil || f.HangRate != 0.25 || f.WebhookDelay != 3*time.Second {
+		t.Fatalf("valid change: %v %+v", err, f)
+	}
+	// Every knob reads back what it was set to.
+	var g providersim.Faults
+	if err := g.Apply(f.Values()); err != nil || g != f {
+		t.Fatalf("Values/Apply round trip: %v\n%+v\n%+v", err, g, f)
+	}
+}

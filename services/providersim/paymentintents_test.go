@@ -36,6 +36,10 @@ func TestCreateWithoutConfirmThenConfirmAndCancel(t *testing.T) {
 	if err != nil || pi.Status != stripe.PaymentIntentStatusRequiresPaymentMethod {
 		t.Fatalf("create: %v, status %v", err, pi)
 	}
+	_, err = sc.V1PaymentIntents.Confirm(t.Context(), pi.ID, nil)
+	if se := stripeErr(t, err); se.Code != stripe.ErrorCodeParameterMissing || se.Param != "payment_method" {
+		t.Fatalf("confirm without a payment method: %s %s, want parameter_missing payment_method", se.Code, se.Param)
+	}
 	pi, err = sc.V1PaymentIntents.Confirm(t.Context(), pi.ID, &stripe.PaymentIntentConfirmParams{PaymentMethod: stripe.String(providersim.PaymentMethodVisa)})
 	if err != nil || pi.Status != stripe.PaymentIntentStatusSucceeded {
 		t.Fatalf("confirm: %v, %v", err, pi)

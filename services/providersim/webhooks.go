@@ -111,7 +111,8 @@ func (s *Server) dueDeliveries(now time.Time) []*delivery {
 }
 
 // runDispatcher sends due webhooks, one at a time in queue order, until
-// Close. A non-2xx answer or a transport error is retried after
+// Close; a slow endpoint therefore delays every delivery behind it (by at
+// most WebhookTimeout per attempt). A non-2xx answer or a transport error is retried after
 // WebhookBackoff·2^(attempt-1) (capped at WebhookMaxBackoff, on the Clock)
 // until WebhookMaxAttempts, then given up and counted.
 func (s *Server) runDispatcher() {
