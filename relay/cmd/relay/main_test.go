@@ -1,0 +1,158 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/internal/relaytest"
+	"github.com/concordhq/concord/relay/outbox"
+)
+
+func newOutbox(t *testing.T) (string, func(q string, args ...any) int) {
+	t.Helper()
+	url := testkit.NewDatabase(t, testkit.PostgresURL(t))
+	pool := testkit.Pool(t, url)
+	if err := outbox.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	return url, func(q string, args ...any) int { return relaytest.Count(t, pool, q, args...) }
+}
+
+func TestRelayKilledMidBatchThenRestartedLosesNothingAndKeepsKeyOrder(t *testing.T) {
+	k := testkit.NewKafka(t)
+	url, count := newOutbox(t)
+	pool := testkit.Pool(t, url)
+	topic := k.CreateTopic(t, "kill9", 4)
+	keys := relaytest.Keys(100)
+	const perKey = 100
+	relaytest.Fill(t, pool, topic, keys, perKey, 200)
+
+	// Small batches and one worker, so the kill lands between produce and mark.
+	args := []string{"--batch-size", "200", "--workers", "1", "--shards", "8"}
+	first := relaytest.StartRelay(t, "relay-1", url, k.Brokers, args...)
+	relaytest.WaitFor(t, 60*time.Second, "relay publishing", func() error {
+		if n := count("select count(*) from outbox where published_at is not null"); n < 1000 {
+			return fmt.Errorf("%d published", n)
+		}
+		return nil
+	})
+	first.Kill()
+	left := count("select count(*) from outbox where published_at is null")
+	if left == 0 {
+		t.Fatal("the relay finished before it was killed; the test proves nothing")
+	}
+	t.Logf("killed with %d rows pending", left)
+
+	relaytest.StartRelay(t, "relay-2", url, k.Brokers, args...)
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(keys, perKey, 120*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
+		if n := count("select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d pending", n)
+		}
+		return nil
+	})
+	t.Logf("%s", check.Summary(keys, perKey))
+}
+
+func TestThreeRelaysKeepPerKeyOrderAndTakeOverTheShardsOfOneKilled(t *testing.T) {
+	k := testkit.NewKafka(t)
+	url, count := newOutbox(t)
+	pool := testkit.Pool(t, url)
+	topic := k.CreateTopic(t, "three", 6)
+	keys := relaytest.Keys(500)
+	const perKey = 100 // 50,000 events
+	args := []string{"--batch-size", "500", "--shards", "32"}
+	relays := []*relaytest.Proc{
+		relaytest.StartRelay(t, "relay-a", url, k.Brokers, args...),
+		relaytest.StartRelay(t, "relay-b", url, k.Brokers, args...),
+		relaytest.StartRelay(t, "relay-c", url, k.Brokers, args...),
+	}
+	ownersOf := func() int {
+		return count(`select count(distinct pid) from pg_locks where locktype = 'advisory' and granted and classid = $1::bigint::oid
+			and database = (select oid from pg_database where datname = current_database())`, int64(0x0c0d0002))
+	}
+	relaytest.WaitFor(t, 30*time.Second, "three relays own shards", func() error {
+		if n := ownersOf(); n != 3 {
+			return fmt.Errorf("%d relays own shards", n)
+		}
+		if n := count(`select count(*) from pg_locks where locktype = 'advisory' and granted and classid = $1::bigint::oid
+			and database = (select oid from pg_database where datname = current_database())`, int64(0x0c0d0002)); n != 32 {
+			return fmt.Errorf("%d of 32 shards owned", n)
+		}
+		return nil
+	})
+	relaytest.Fill(t, pool, topic, keys, perKey, 0)
+	relaytest.WaitFor(t, 60*time.Second, "publishing under way", func() error {
+		if n := count("select count(*) from outbox where published_at is not null"); n < 5000 {
+			return fmt.Errorf("%d published", n)
+		}
+		return nil
+	})
+	relays[0].Kill()
+	relaytest.WaitFor(t, 10*time.Second, "the dead relay's shards taken over", func() error {
+		if n := ownersOf(); n != 2 {
+			return fmt.Errorf("%d relays own shards", n)
+		}
+		if n := count(`select count(*) from pg_locks where locktype = 'advisory' and granted and classid = $1::bigint::oid
+			and database = (select oid from pg_database where datname = current_database())`, int64(0x0c0d0002)); n != 32 {
+			return fmt.Errorf("%d of 32 shards owned", n)
+		}
+		return nil
+	})
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(keys, perKey, 150*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
+		if n := count("select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d pending", n)
+		}
+		return nil
+	})
+	t.Logf("%s", check.Summary(keys, perKey))
+	for _, r := range relays[1:] {
+		if err := r.Term(30 * time.Second); err != nil {
+			t.Errorf("%s on SIGTERM: %v", r.Name, err)
+		}
+	}
+}
+
+func TestOperatorCommandsExplainBadUsage(t *testing.T) {
+	url, _ := newOutbox(t)
+	bin := relaytest.BuildRelay(t)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"outbox"}, "missing command"},
+		{[]string{"outbox", "skip", "1", "--database-url", url}, "skip needs --reason"},
+		{[]string{"outbox", "retry", "x", "--database-url", url}, "want a positive integer"},
+		{[]string{"outbox", "retry", "7", "--database-url", url}, "outbox row not found"},
+		{[]string{"--shards", "0", "--database-url", url}, "must be at least 1"},
+	}
+	for _, c := range cases {
+		out, err := runBin(bin, c.args...)
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("relay %v: %v %q, want an error containing %q", c.args, err, out, c.want)
+		}
+	}
+	out, err := runBin(bin, "outbox", "parked", "--database-url", url)
+	if err != nil || !strings.HasPrefix(out, "ID") {
+		t.Errorf("relay outbox parked: %v %q", err, out)
+	}
+}
+
+func runBin(bin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := execCommand(ctx, bin, args...)
+	if ctx.Err() != nil {
+		return out, errors.New("timed out")
+	}
+	return out, err
+}
