@@ -1,104 +1,103 @@
-// Command demo is Concord's smoke run on the real stack: it builds an
-// order.created v2 event, validates it against the schema catalog, produces
-// it to Kafka with franz-go, consumes it back and prints the round trip.
+// Command demo runs Concord's order / inventory / payment saga end to end on
+// the real local stack: fresh databases and topics, provider-sim with
+// moderate faults, the three services (each with its in-process outbox
+// relay), a burst of orders over scarce stock, then a summary with the
+// saga's invariants checked. It exits 0 only when every check passes.
+//
+// With --bench it runs the same pipeline without faults, declines or stock
+// pressure at a fixed offered rate and prints throughput and
+// order-to-terminal latency.
 package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/concordhq/concord/infra/kit"
-	"github.com/concordhq/concord/schemas"
 )
 
 func main() { kit.Main("demo", run) }
 
+type config struct {
+	binDir, logDir             string
+	adminURL                   string
+	dbURLs                     map[string]string // service → database URL
+	kafka                      kit.KafkaConfig
+	orders, skus, stock        int
+	rate                       float64
+	concurrency                int
+	declineShare               float64
+	faults                     string
+	bound, stuckAfter, recheck time.Duration
+	bench                      bool
+	keepRunning                bool
+	seed                       int
+	prefix                     string
+}
+
 func run(ctx context.Context, args []string) error {
-	fs := kit.NewFlagSet("demo", "Concord smoke run: validate an order.created event, produce it to Kafka, consume it back.")
+	fs := kit.NewFlagSet("demo", "Concord demo: run the order/inventory/payment saga on the local stack and check its invariants.")
 	kf := kit.AddKafkaFlags(fs)
-	topic := fs.String("topic", "DEMO_TOPIC", "concord-demo.order-events", "topic for the round trip")
+	exe, _ := os.Executable()
+	var c config
+	fs.StringVar(&c.binDir, "bin-dir", filepath.Dir(exe), "directory holding provider-sim, order-svc, inventory-svc, payment-svc")
+	logDir := fs.String("log-dir", "DEMO_LOG_DIR", ".local/demo", "where the processes' logs go")
+	admin := fs.String("postgres-url", "CONCORD_POSTGRES_URL", "", "admin URL of the PostgreSQL server (databases are dropped and recreated)")
+	ordersDB := fs.String("orders-database-url", "ORDERS_DATABASE_URL", "", "order-svc database (recreated)")
+	invDB := fs.String("inventory-database-url", "INVENTORY_DATABASE_URL", "", "inventory-svc database (recreated)")
+	payDB := fs.String("payments-database-url", "PAYMENTS_DATABASE_URL", "", "payment-svc database (recreated)")
+	fs.IntVar(&c.orders, "orders", 500, "orders to place")
+	fs.IntVar(&c.skus, "skus", 50, "SKUs to spread them over")
+	fs.IntVar(&c.stock, "stock-per-sku", 14, "units of each SKU in stock (scarce: some orders run out)")
+	fs.Float64Var(&c.rate, "rate", 100, "orders per second offered")
+	fs.IntVar(&c.concurrency, "concurrency", 32, "order requests in flight")
+	fs.Float64Var(&c.declineShare, "decline-share", 0.08, "share of orders paid with a card the provider declines")
+	fs.StringVar(&c.faults, "faults", "5xx-rate=0.05,webhook-drop-rate=0.08,webhook-duplicate-rate=0.1,webhook-reorder-rate=0.05,processing-rate=0.05,processing-delay=2s",
+		"provider-sim fault knobs, name=value comma-separated")
+	fs.DurationVar(&c.bound, "terminal-bound", 90*time.Second, "every order must be terminal within this long of its creation")
+	fs.DurationVar(&c.stuckAfter, "stuck-after", 45*time.Second, "order-svc cancels orders not terminal after this long")
+	fs.DurationVar(&c.recheck, "recheck-pending-after", 3*time.Second, "payment-svc reads a processing payment from the provider after this long without a webhook")
+	fs.BoolVar(&c.bench, "bench", false, "benchmark: no faults, no declines, ample stock; print throughput and latency")
+	fs.BoolVar(&c.keepRunning, "keep-running", false, "leave the services running after the summary until Ctrl-C")
+	fs.IntVar(&c.seed, "seed", 1, "seed of the order mix and the provider's faults")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-
-	cat, err := schemas.Default()
-	if err != nil {
-		return err
+	if err := kit.Require("postgres-url", *admin, "orders-database-url", *ordersDB, "inventory-database-url", *invDB,
+		"payments-database-url", *payDB); err != nil {
+		return kit.UsageError{Err: fmt.Errorf("%w (run it through `make demo`, which starts the stack and sets them)", err)}
 	}
-	orderID := schemas.NewEventID()
-	data, _ := json.Marshal(map[string]any{
-		"order_id": orderID, "customer_id": "cus_demo", "currency": "EUR", "total_amount": 2500,
-		"items":            []map[string]any{{"sku": "SKU-001", "quantity": 2, "unit_price": 1250}},
-		"shipping_address": map[string]any{"line1": "Hauptstr. 1", "city": "Berlin", "postal_code": "10115", "country": "DE"},
-	})
-	ev := schemas.Envelope{
-		EventID: schemas.NewEventID(), EventType: "order.created", EventVersion: 2, Timestamp: time.Now(),
-		AggregateType: "order", AggregateID: orderID, CorrelationID: orderID, Data: data,
+	c.adminURL, c.kafka = *admin, kf.Config()
+	c.dbURLs = map[string]string{"order-svc": *ordersDB, "inventory-svc": *invDB, "payment-svc": *payDB}
+	c.logDir, _ = filepath.Abs(*logDir)
+	c.prefix = fmt.Sprintf("demo-%s.", time.Now().UTC().Format("20060102-150405"))
+	if c.bench {
+		c.faults, c.declineShare = "", 0
+		c.stock = 1_000_000
 	}
-	value, err := ev.Marshal()
-	if err != nil {
-		return err
-	}
-	if err := cat.Validate(value); err != nil {
-		return fmt.Errorf("demo event does not validate: %w", err)
-	}
-	fmt.Printf("validated   %s v%d %s against schemas/events/order.created/v2.schema.json\n", ev.EventType, ev.EventVersion, ev.EventID)
-
-	cl, err := kit.NewKafkaClient(ctx, kf.Config(), nil,
-		kgo.DefaultProduceTopic(*topic), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ConsumeTopics(*topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, *topic); err != nil {
-		return fmt.Errorf("create topic %s: %w", *topic, err)
-	}
-	// Join the topic at its end before producing, so the record we read back
-	// is the one we wrote.
-	joinCtx, joinCancel := context.WithTimeout(ctx, 2*time.Second)
-	cl.PollFetches(joinCtx)
-	joinCancel()
-
-	rec := &kgo.Record{Key: []byte(orderID), Value: value, Headers: []kgo.RecordHeader{
-		{Key: schemas.HeaderEventID, Value: []byte(ev.EventID)},
-		{Key: schemas.HeaderEventType, Value: []byte(ev.EventType)},
-		{Key: schemas.HeaderEventVersion, Value: []byte("2")},
-		{Key: schemas.HeaderContentType, Value: []byte(schemas.ContentTypeJSON)},
-	}}
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("produce: %w", err)
-	}
-	fmt.Printf("produced    %s key=%s → %s partition %d offset %d\n", ev.EventType, orderID, rec.Topic, rec.Partition, rec.Offset)
-
-	for {
-		fetches := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("did not read the event back: %w", err)
-		}
-		if errs := fetches.Errors(); len(errs) > 0 {
-			return fmt.Errorf("fetch: %w", errs[0].Err)
-		}
-		for _, r := range fetches.Records() {
-			got, err := schemas.DecodeEnvelope(r.Value)
-			if err != nil || got.EventID != ev.EventID {
-				continue
-			}
-			if err := cat.Validate(r.Value); err != nil {
-				return fmt.Errorf("consumed event does not validate: %w", err)
-			}
-			fmt.Printf("consumed    %s partition %d offset %d\n", got.EventID, r.Partition, r.Offset)
-			pretty, _ := json.MarshalIndent(json.RawMessage(r.Value), "            ", "  ")
-			fmt.Printf("            %s\n", pretty)
-			fmt.Println("round trip OK")
-			return nil
+	for _, name := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc"} {
+		if _, err := os.Stat(filepath.Join(c.binDir, name)); err != nil {
+			return fmt.Errorf("%s not found in %s: run `make build` first", name, c.binDir)
 		}
 	}
+	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
+		return err
+	}
+	return demo(ctx, c)
 }
+
+func dbName(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimPrefix(p.Path, "/")
+}
+
+var errFailed = errors.New("invariant checks FAILED")

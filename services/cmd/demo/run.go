@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/services/internal/loadgen"
+)
+
+const (
+	apiKey        = "sk_test_concord_demo"
+	webhookSecret = "whsec_concord_demo"
+)
+
+type running struct {
+	procs                         []*proc
+	orderURL, invURL, payURL, sim string
+	pools                         map[string]*pgxpool.Pool
+	adm                           *kadm.Client
+	groups                        []string
+}
+
+func (r *running) stop() {
+	// Services first (they drain and commit), the provider last.
+	for i := len(r.procs) - 1; i >= 0; i-- {
+		r.procs[i].stop(25 * time.Second)
+	}
+	for _, p := range r.pools {
+		p.Close()
+	}
+	if r.adm != nil {
+		r.adm.Close()
+	}
+}
+
+func demo(ctx context.Context, c config) error {
+	step := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+	step("fresh databases %s, %s, %s; topics prefixed %q", dbName(c.dbURLs["order-svc"]), dbName(c.dbURLs["inventory-svc"]), dbName(c.dbURLs["payment-svc"]), c.prefix)
+	if err := recreateDatabases(ctx, c); err != nil {
+		return err
+	}
+	if err := deleteOldDemoTopics(ctx, c); err != nil {
+		fmt.Printf("    (could not delete earlier demo topics: %v)\n", err)
+	}
+
+	r, err := startAll(ctx, c)
+	if r != nil {
+		defer r.stop()
+	}
+	if err != nil {
+		return err
+	}
+	step("provider-sim %s (faults: %s)", r.sim, orNone(c.faults))
+	step("order-svc %s  inventory-svc %s  payment-svc %s  (logs in %s)", r.orderURL, r.invURL, r.payURL, c.logDir)
+
+	initial, err := seedStock(ctx, r.invURL, c)
+	if err != nil {
+		return err
+	}
+	step("stocked %d SKUs with %d units each", c.skus, c.stock)
+
+	step("placing %d orders at %.0f/s (%.0f%% with a declining card)", c.orders, c.rate, c.declineShare*100)
+	res, err := loadgen.Run(ctx, loadgen.Config{OrderURL: r.orderURL, Orders: c.orders, Rate: c.rate, Concurrency: c.concurrency,
+		SKUs: c.skus, DeclineShare: c.declineShare, Seed: uint64(c.seed)})
+	if err != nil {
+		return err
+	}
+	step("%d orders accepted in %s (%d refused)", len(res.Created), res.Duration.Round(time.Millisecond), res.Failed)
+
+	step("waiting until every order is terminal and the saga is quiet")
+	waitStart := time.Now()
+	if err := waitQuiet(ctx, r, c.bound+30*time.Second); err != nil {
+		fmt.Printf("    %v\n", err)
+	}
+	step("quiet after %s", time.Since(waitStart).Round(time.Millisecond))
+
+	if c.bench {
+		return benchReport(ctx, r, res, c)
+	}
+	ok, err := summary(ctx, r, c, initial, res)
+	if err != nil {
+		return err
+	}
+	fmt.Printf(`
+Where to look next (the services stop when the demo ends; add --keep-running to explore them)
+  order API      curl -s %[1]s/orders?status=CANCELLED | jq .orders[0]
+                 curl -s %[1]s/orders/<id> | jq .history
+  stock          curl -s %[2]s/stock | jq '.stock[:3]'
+  metrics        curl -s %[3]s/metrics | grep -E 'payment_|concord_'
+  provider       curl -s %[4]s/__admin/stats | jq
+  databases      psql '%[5]s' -c 'select status, reason, count(*) from orders group by 1, 2'
+                 psql '%[6]s' -c 'select status, count(*), sum(amount) from payments group by 1'
+                 psql '%[7]s' -c 'select * from stock order by sku limit 5'
+  logs           %[8]s/*.log
+`, r.orderURL, r.invURL, r.payURL, r.sim, c.dbURLs["order-svc"], c.dbURLs["payment-svc"], c.dbURLs["inventory-svc"], c.logDir)
+	if c.keepRunning {
+		fmt.Println("\nservices keep running; Ctrl-C stops them")
+		<-ctx.Done()
+	}
+	if !ok {
+		return errFailed
+	}
+	fmt.Println("\nRESULT: PASS")
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func recreateDatabases(ctx context.Context, c config) error {
+	conn, err := pgx.Connect(ctx, c.adminURL)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", c.adminURL, err)
+	}
+	defer conn.Close(ctx)
+	for _, u := range c.dbURLs {
+		name := pgx.Identifier{dbName(u)}.Sanitize()
+		if _, err := conn.Exec(ctx, "drop database if exists "+name+" with (force)"); err != nil {
+			return fmt.Errorf("drop database %s: %w", name, err)
+		}
+		if _, err := conn.Exec(ctx, "create database "+name); err != nil {
+			return fmt.Errorf("create database %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// deleteOldDemoTopics removes the topics of earlier demo runs, so the
+// broker does not accumulate them.
+func deleteOldDemoTopics(ctx context.Context, c config) error {
+	cl, err := kit.NewKafkaClient(ctx, c.kafka, nil)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		return err
+	}
+	var old []string
+	for _, t := range topics.Names() {
+		if strings.HasPrefix(t, "demo-") || strings.HasPrefix(t, "bench-") {
+			old = append(old, t)
+		}
+	}
+	if len(old) > 0 {
+		_, err = adm.DeleteTopics(ctx, old...)
+	}
+	return err
+}
+
+func startAll(ctx context.Context, c config) (*running, error) {
+	r := &running{pools: map[string]*pgxpool.Pool{}}
+	ports := map[string]int{}
+	for _, n := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc"} {
+		p, err := freePort()
+		if err != nil {
+			return r, err
+		}
+		ports[n] = p
+	}
+	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
+	r.sim, r.orderURL, r.invURL, r.payURL = url("provider-sim"), url("order-svc"), url("inventory-svc"), url("payment-svc")
+
+	simArgs := []string{"--addr", fmt.Sprintf("127.0.0.1:%d", ports["provider-sim"]), "--api-key", apiKey, "--admin",
+		"--rate-limit", "0", "--seed", fmt.Sprint(c.seed), "--webhook-url", r.payURL + "/webhooks/stripe",
+		"--webhook-secret", webhookSecret, "--webhook-backoff", "500ms", "--webhook-max-backoff", "5s"}
+	for _, kv := range strings.Split(c.faults, ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(kv), "="); ok {
+			simArgs = append(simArgs, "--fault-"+k, v)
+		}
+	}
+	sim, err := start(c.binDir, c.logDir, "provider-sim", nil, simArgs...)
+	if err != nil {
+		return r, err
+	}
+	r.procs = append(r.procs, sim)
+	if err := sim.waitReady(ctx, r.sim+"/healthz", 20*time.Second); err != nil {
+		return r, err
+	}
+
+	common := func(name string) []string {
+		return []string{"CONCORD_TOPIC_PREFIX=" + c.prefix, "CONSUMER_GROUP=" + c.prefix + name,
+			"KAFKA_BROKERS=" + strings.Join(c.kafka.Brokers, ","), "HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", ports[name]),
+			"LOG_FORMAT=json"}
+	}
+	specs := []struct {
+		name string
+		env  []string
+	}{
+		{"order-svc", []string{"ORDERS_DATABASE_URL=" + c.dbURLs["order-svc"], "ORDER_STUCK_AFTER=" + c.stuckAfter.String()}},
+		{"inventory-svc", []string{"INVENTORY_DATABASE_URL=" + c.dbURLs["inventory-svc"]}},
+		{"payment-svc", []string{"PAYMENTS_DATABASE_URL=" + c.dbURLs["payment-svc"], "PROVIDER_URL=" + r.sim,
+			"PROVIDER_API_KEY=" + apiKey, "WEBHOOK_SECRET=" + webhookSecret, "RECHECK_PENDING_AFTER=" + c.recheck.String()}},
+	}
+	for _, s := range specs {
+		p, err := start(c.binDir, c.logDir, s.name, append(common(s.name), s.env...))
+		if err != nil {
+			return r, err
+		}
+		r.procs = append(r.procs, p)
+	}
+	cl, err := kit.NewKafkaClient(ctx, c.kafka, nil)
+	if err != nil {
+		return r, err
+	}
+	r.adm = kadm.NewClient(cl)
+	for i, s := range specs {
+		r.groups = append(r.groups, c.prefix+s.name)
+		if err := r.procs[i+1].waitReady(ctx, url(s.name)+"/readyz", 60*time.Second); err != nil {
+			return r, err
+		}
+		pool, err := pgxpool.New(ctx, c.dbURLs[s.name])
+		if err != nil {
+			return r, err
+		}
+		r.pools[s.name] = pool
+	}
+	return r, nil
+}
+
+func seedStock(ctx context.Context, invURL string, c config) (map[string]int64, error) {
+	initial := map[string]int64{}
+	var items []map[string]any
+	for i := 1; i <= c.skus; i++ {
+		initial[loadgen.SKU(i)] = int64(c.stock)
+		items = append(items, map[string]any{"sku": loadgen.SKU(i), "quantity": c.stock})
+	}
+	body, _ := json.Marshal(map[string]any{"items": items})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, invURL+"/admin/stock", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("seed stock: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("seed stock: %s: %s", resp.Status, b)
+	}
+	return initial, nil
+}
+
+// waitQuiet polls until no order is in flight, no reservation is held, no
+// payment is pending or awaiting its refund, and every outbox is published.
+func waitQuiet(ctx context.Context, r *running, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		var open, held, pending, refundDue, unpublished int64
+		q := func(pool string, sql string, into *int64) {
+			if err := r.pools[pool].QueryRow(ctx, sql).Scan(into); err != nil {
+				*into = -1
+			}
+		}
+		q("order-svc", `select count(*) from orders where status not in ('CONFIRMED', 'CANCELLED')`, &open)
+		q("inventory-svc", `select count(*) from reservations where status = 'HELD'`, &held)
+		q("payment-svc", `select count(*) from payments where status = 'pending'`, &pending)
+		q("payment-svc", `select count(*) from payments where status = 'paid' and order_cancelled`, &refundDue)
+		var u int64
+		unpublished = 0
+		for name := range r.pools {
+			q(name, `select count(*) from outbox where published_at is null`, &u)
+			unpublished += u
+		}
+		// Consumer lag: an event published but not yet applied (say the
+		// inventory releasing stock for an order.cancelled) is work left.
+		lag := int64(-1)
+		if lags, err := r.adm.Lag(ctx, r.groups...); err == nil {
+			lag = 0
+			for _, g := range lags {
+				if g.Error() != nil {
+					lag = -1
+					break
+				}
+				lag += g.Lag.Total()
+			}
+		}
+		last = fmt.Sprintf("orders in flight %d, reservations held %d, payments pending %d, refunds due %d, unpublished events %d, consumer lag %d",
+			open, held, pending, refundDue, unpublished, lag)
+		if open == 0 && held == 0 && pending == 0 && refundDue == 0 && unpublished == 0 && lag == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not quiet after %s: %s", timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		if os.Getenv("DEMO_VERBOSE") != "" {
+			fmt.Println("    " + last)
+		}
+	}
+}

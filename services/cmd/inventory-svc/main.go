@@ -1,0 +1,33 @@
+// Command inventory-svc is the saga's inventory service: stock per SKU,
+// all-or-nothing reservations on order.created, commit on payment, release
+// on payment failure or cancellation.
+package main
+
+import (
+	"context"
+
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/services/internal/svc"
+	"github.com/concordhq/concord/services/inventory/http"
+	"github.com/concordhq/concord/services/inventory/kafka"
+	"github.com/concordhq/concord/services/inventory/postgres"
+)
+
+func main() { kit.Main("inventory-svc", run) }
+
+func run(ctx context.Context, args []string) error {
+	return svc.Run(ctx, args, svc.Spec{
+		Name: "inventory-svc", Summary: "Concord inventory service: stock, reservations, saga participant.",
+		DatabaseEnv: "INVENTORY_DATABASE_URL", DefaultAddr: ":8082",
+		Topics: kafka.Topics, Handlers: kafka.Handlers(), Migrate: postgres.Migrate,
+		// One partition at a time: a batch reserves many SKUs in one
+		// transaction, and parallel batches would lock hot SKUs in
+		// different orders and deadlock (then retry). Correctness does not
+		// depend on it; throughput does.
+		MaxConcurrentPartitions: 1,
+		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
+			(&http.Handler{Pool: env.Pool, Log: env.Log}).Register(env.API)
+			return nil, nil
+		},
+	})
+}

@@ -1,0 +1,62 @@
+// Command payment-svc is the saga's payment service: it stores a payment
+// intent for every reservation, charges it through the provider gateway
+// (stripe-go, pointed at Stripe or provider-sim), takes the provider's
+// webhooks, and refunds payments whose order was cancelled.
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/services/internal/svc"
+	"github.com/concordhq/concord/services/payment/charger"
+	"github.com/concordhq/concord/services/payment/http"
+	"github.com/concordhq/concord/services/payment/kafka"
+	"github.com/concordhq/concord/services/payment/postgres"
+	stripegw "github.com/concordhq/concord/services/payment/stripe"
+)
+
+func main() { kit.Main("payment-svc", run) }
+
+func run(ctx context.Context, args []string) error {
+	var apiKey, baseURL, secret *string
+	var timeout, recheck, lease *time.Duration
+	var concurrency *int
+	return svc.Run(ctx, args, svc.Spec{
+		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
+		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
+		Topics: kafka.Topics, Handlers: kafka.Handlers(), Migrate: postgres.Migrate,
+		Flags: func(fs *kit.FlagSet) {
+			apiKey = fs.String("provider-api-key", "PROVIDER_API_KEY", "", "provider secret key (sk_test_…)")
+			baseURL = fs.String("provider-url", "PROVIDER_URL", "", "provider API base URL (empty: Stripe itself)")
+			secret = fs.String("webhook-secret", "WEBHOOK_SECRET", "", "secret that signs the provider's webhooks (whsec_…)")
+			timeout = fs.Duration("provider-timeout", "PROVIDER_TIMEOUT", 5*time.Second, "bound of one provider call")
+			recheck = fs.Duration("recheck-pending-after", "RECHECK_PENDING_AFTER", 10*time.Second,
+				"read a payment the provider left processing after this long if no webhook settled it (0: leave it to webhooks and the reconciler)")
+			lease = fs.Duration("charge-lease", "CHARGE_LEASE", 15*time.Second, "how long a claimed payment is left to one attempt (must exceed --provider-timeout)")
+			concurrency = fs.Int("provider-concurrency", "PROVIDER_CONCURRENCY", 16, "provider calls in flight")
+		},
+		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
+			if err := kit.Require("provider-api-key", *apiKey, "webhook-secret", *secret); err != nil {
+				return nil, kit.UsageError{Err: err}
+			}
+			gw, err := stripegw.New(stripegw.Config{APIKey: *apiKey, BaseURL: *baseURL, Timeout: *timeout})
+			if err != nil {
+				return nil, err
+			}
+			ch, err := charger.New(charger.Config{Pool: env.Pool, Gateway: gw, Log: env.Log, Concurrency: *concurrency,
+				Lease: *lease, RecheckAfter: *recheck, Registerer: env.Ops.Registry})
+			if err != nil {
+				return nil, err
+			}
+			wh, err := http.NewWebhook(env.Pool, *secret, env.Log, env.Ops.Registry)
+			if err != nil {
+				return nil, err
+			}
+			wh.AfterApply = ch.Nudge
+			wh.Register(env.API)
+			return []func(context.Context) error{ch.Run}, nil
+		},
+	})
+}

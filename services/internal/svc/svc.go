@@ -1,0 +1,175 @@
+// Package svc is the start-up and shutdown every saga service shares: flags
+// with environment fallbacks, logging, the database pool and migrations,
+// the ops server (/metrics, /healthz, /readyz plus the service's API), the
+// in-process outbox relay, the idempotent consumer and the service's own
+// workers. A service's main.go names what differs and calls Run.
+package svc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/relay/publisher"
+	"github.com/concordhq/concord/services/internal/sagaevent"
+)
+
+// Spec is what makes one service different from another.
+type Spec struct {
+	Name        string // binary name, also the default consumer group
+	Summary     string // first line of --help
+	DatabaseEnv string // environment variable of the database URL
+	DefaultAddr string // default --http-addr
+	Topics      []string
+	Handlers    idempotent.Mux
+	Migrate     func(ctx context.Context, pool *pgxpool.Pool) error
+	// Flags registers the service's own flags before parsing.
+	Flags func(fs *kit.FlagSet)
+	// Setup mounts the API on env.Ops.Mux and returns the service's
+	// workers, each run until ctx is done.
+	Setup func(ctx context.Context, env *Env) ([]func(context.Context) error, error)
+	// MaxConcurrentPartitions overrides the consumer's default.
+	MaxConcurrentPartitions int
+}
+
+// Env is what Setup gets to build the service's parts.
+type Env struct {
+	Pool *pgxpool.Pool
+	Ops  *kit.OpsServer
+	// API is where Setup mounts the service's endpoints. Its requests run
+	// under the service's topic prefix, like the consumer and workers.
+	API         *http.ServeMux
+	Log         *slog.Logger
+	Kafka       kit.KafkaConfig
+	TopicPrefix string
+}
+
+// Run parses args, starts everything and blocks until ctx is done
+// (SIGTERM), then drains: the HTTP server stops taking requests, the
+// consumer finishes its batches and commits, the relay publishes what it
+// holds, and the workers record what they have in flight.
+func Run(ctx context.Context, args []string, spec Spec) error {
+	fs := kit.NewFlagSet(spec.Name, spec.Summary)
+	lf := kit.AddLogFlags(fs)
+	kf := kit.AddKafkaFlags(fs)
+	dbURL := fs.String("database-url", spec.DatabaseEnv, "", "PostgreSQL URL of the service's own database")
+	addr := fs.String("http-addr", "HTTP_ADDR", spec.DefaultAddr, "listen address of the API, /metrics, /healthz and /readyz")
+	group := fs.String("group", "CONSUMER_GROUP", spec.Name, "Kafka consumer group")
+	prefix := fs.String("topic-prefix", "CONCORD_TOPIC_PREFIX", "", "prefix of every topic consumed and produced (keeps side-by-side runs apart)")
+	createTopics := fs.Bool("create-topics", "CREATE_TOPICS", true, "create the consumed topics when missing (broker defaults)")
+	partitions := fs.Int("topic-partitions", "TOPIC_PARTITIONS", 6, "partitions of topics this service creates")
+	relayOn := fs.Bool("relay", "RUN_RELAY", true, "publish this service's outbox in-process (off when a separate relay binary runs)")
+	grace := fs.Duration("shutdown-grace", "SHUTDOWN_GRACE", 20*time.Second, "how long draining may take after SIGTERM")
+	if spec.Flags != nil {
+		spec.Flags(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := kit.Require("database-url", *dbURL); err != nil {
+		return kit.UsageError{Err: err}
+	}
+	log, err := lf.NewLogger(os.Stderr, spec.Name)
+	if err != nil {
+		return kit.UsageError{Err: err}
+	}
+	ctx = sagaevent.WithTopicPrefix(ctx, *prefix)
+
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	pool, err := kit.NewPool(startCtx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, idempotent.Migrate, spec.Migrate} {
+		if err := m(startCtx, pool); err != nil {
+			return fmt.Errorf("migrations: %w", err)
+		}
+	}
+	topics := make([]string, len(spec.Topics))
+	for i, t := range spec.Topics {
+		topics[i] = *prefix + t
+	}
+	kcfg := kf.Config()
+	if *createTopics {
+		if err := ensureTopics(startCtx, kcfg, log, topics, int32(*partitions)); err != nil {
+			return err
+		}
+	}
+	ops, err := kit.NewOpsServer(*addr, func(ctx context.Context) error { return pool.Ping(ctx) })
+	if err != nil {
+		return err
+	}
+	env := &Env{Pool: pool, Ops: ops, API: http.NewServeMux(), Log: log, Kafka: kcfg, TopicPrefix: *prefix}
+	workers, err := spec.Setup(ctx, env)
+	if err != nil {
+		return err
+	}
+	// Requests get their context from the server, not from ctx; give them
+	// the topic prefix so events they append land where the consumers read.
+	ops.Mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		env.API.ServeHTTP(w, r.WithContext(sagaevent.WithTopicPrefix(r.Context(), *prefix)))
+	}))
+	runner, err := idempotent.NewRunner(idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg,
+		Handler: spec.Handlers.Handle, Logger: log, Registerer: ops.Registry,
+		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace})
+	if err != nil {
+		return err
+	}
+	workers = append(workers, runner.Run)
+	if *relayOn {
+		rl, err := publisher.New(publisher.Config{Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry})
+		if err != nil {
+			return err
+		}
+		workers = append(workers, rl.Run)
+	}
+
+	log.Info("started", "http", ops.Addr(), "group", *group, "topics", topics)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ops.Run(gctx, log, *grace) })
+	for _, w := range workers {
+		g.Go(func() error {
+			if err := w(gctx); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
+	log.Info("stopped", "err", err)
+	return err
+}
+
+// ensureTopics creates the topics that do not exist yet; "already exists"
+// is success (another service created it first).
+func ensureTopics(ctx context.Context, kcfg kit.KafkaConfig, log *slog.Logger, topics []string, partitions int32) error {
+	cl, err := kit.NewKafkaClient(ctx, kcfg, log)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, nil, topics...)
+	if err != nil {
+		return fmt.Errorf("create topics %v: %w", topics, err)
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", r.Topic, r.Err)
+		}
+	}
+	return nil
+}
