@@ -29,12 +29,15 @@ func decodeRecord(cat *schemas.Catalog, rec *kgo.Record) decoded {
 		d.err = fmt.Errorf("%s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		return d
 	}
-	if err := cat.Validate(rec.Value); err != nil {
-		return fail(decodeReason(err), err)
-	}
+	// Decode first, then validate against the schema the envelope names:
+	// two passes over the bytes instead of Catalog.Validate's two plus a
+	// third to decode, which matters at tens of thousands of events/s.
 	env, err := schemas.DecodeEnvelope(rec.Value)
 	if err != nil {
 		return fail(ReasonDecode, err)
+	}
+	if err := cat.ValidateAs(env.EventType, env.EventVersion, rec.Value); err != nil {
+		return fail(decodeReason(err), err)
 	}
 	id, err := uuid.Parse(env.EventID)
 	if err != nil {

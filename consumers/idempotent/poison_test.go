@@ -49,7 +49,7 @@ func TestPoisonRecordsAreDeadLetteredAndThePartitionContinues(t *testing.T) {
 		reason string
 		in     string
 	}{
-		{1, idempotent.ReasonDecode, "json"},
+		{1, idempotent.ReasonDecode, "decode envelope"},
 		{3, idempotent.ReasonSchema, "/data/currency"},
 		{4, idempotent.ReasonUnknownVersion, "v9"},
 	}

@@ -1,0 +1,192 @@
+package idempotent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/schemas"
+)
+
+// benchRowsDDL is the benchmark handler's effect: one row per event.
+const benchRowsDDL = `CREATE TABLE bench_rows (
+    event_id uuid NOT NULL,
+    aggregate_id text NOT NULL,
+    seq bigint NOT NULL,
+    occurred_at timestamptz NOT NULL)`
+
+const insertBenchRow = `INSERT INTO bench_rows (event_id, aggregate_id, seq, occurred_at) VALUES ($1, $2, $3, $4)`
+
+type benchRow struct {
+	id  uuid.UUID
+	agg string
+	seq int64
+	at  time.Time
+}
+
+// BenchmarkConsumerThroughput applies BENCH_EVENTS (default 200k) 1 KiB
+// events from 12 partitions with a one-row handler, and in the same run
+// inserts the same rows with batched INSERTs (pgx batches, one transaction
+// per batch, the same parallelism) without Kafka or dedupe: the baseline.
+// Run it with `make bench-consumer`.
+func BenchmarkConsumerThroughput(b *testing.B) {
+	n := 200000
+	if v := os.Getenv("BENCH_EVENTS"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	const partitions, parallel, batchSize = 12, 8, 1000
+	k := testkit.NewKafka(b)
+	dbURL := testkit.NewDatabase(b, testkit.PostgresURL(b))
+	sep := "?"
+	if strings.Contains(dbURL, "?") {
+		sep = "&"
+	}
+	pool := testkit.Pool(b, dbURL+sep+"pool_max_conns="+strconv.Itoa(parallel+2))
+	ctx := context.Background()
+	if err := idempotent.Migrate(ctx, pool); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, benchRowsDDL); err != nil {
+		b.Fatal(err)
+	}
+	topic := k.CreateTopic(b, "bench", partitions)
+
+	// Produce the events: 1 KiB envelopes of order.created v2.
+	rows := make([]benchRow, n)
+	pad := strings.Repeat("x", 620)
+	cl := k.Client(b, kgo.ProducerLinger(10*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20))
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	var perr error
+	var mu sync.Mutex
+	for i := 0; i < n; i++ {
+		agg := fmt.Sprintf("order-%05d", i%5000)
+		id := schemas.NewEventID()
+		rows[i] = benchRow{uuid.MustParse(id), agg, int64(i), time.Now().UTC()}
+		data, _ := json.Marshal(map[string]any{"order_id": id, "customer_id": agg, "currency": "EUR", "total_amount": 100,
+			"items": []map[string]any{{"sku": "SKU-1", "quantity": 1, "unit_price": 100}}, "seq": i, "note": pad})
+		v, _ := schemas.Envelope{EventID: id, EventType: "order.created", EventVersion: 2, Timestamp: rows[i].at,
+			AggregateType: "order", AggregateID: agg, CorrelationID: agg, Data: data}.Marshal()
+		if i == 0 && (len(v) < 1000 || len(v) > 1100) {
+			b.Fatalf("event is %d bytes, want about 1 KiB", len(v))
+		}
+		wg.Add(1)
+		cl.Produce(ctx, record(topic, agg, id, v), func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				perr = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if perr != nil {
+		b.Fatal(perr)
+	}
+	b.Logf("produced %d events in %s", n, time.Since(t0).Round(time.Millisecond))
+
+	b.ResetTimer()
+	// Consumer with dedupe.
+	handler := func(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
+		var d struct {
+			Seq int64 `json:"seq"`
+		}
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return idempotent.Permanent(err)
+		}
+		_, err := tx.Exec(ctx, insertBenchRow, ev.EventID, ev.AggregateID, d.Seq, ev.Timestamp)
+		return err
+	}
+	r := start(b, idempotent.Config{Group: testkit.UniqueName(b, "bench"), Topics: []string{topic}, Pool: pool,
+		Kafka: kafkaConfig(k), Handler: handler, MaxConcurrentPartitions: parallel, MaxBatchRecords: batchSize,
+		KafkaOpts: []kgo.Opt{kgo.FetchMaxPartitionBytes(4 << 20), kgo.FetchMaxBytes(32 << 20)}})
+	var first time.Time
+	var firstN int64
+	deadline := time.Now().Add(20 * time.Minute)
+	for {
+		s := r.Stats()
+		if firstN == 0 && s.Applied > 0 {
+			first, firstN = time.Now(), s.Applied
+		}
+		if s.Applied >= int64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("consumer did not finish: %+v", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	consumed := time.Since(first)
+	r.stop(b)
+	consumerRate := float64(int64(n)-firstN) / consumed.Seconds()
+	if got := count(b, pool, `SELECT count(*) FROM bench_rows`); got != n {
+		b.Fatalf("bench_rows = %d, want %d", got, n)
+	}
+
+	// Baseline: the same rows, batched INSERTs, same parallelism, no Kafka.
+	if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
+		b.Fatal(err)
+	}
+	rawStart := time.Now()
+	if err := insertRaw(ctx, pool, rows, parallel, batchSize); err != nil {
+		b.Fatal(err)
+	}
+	raw := time.Since(rawStart)
+	rawRate := float64(n) / raw.Seconds()
+	b.StopTimer()
+
+	b.ReportMetric(consumerRate, "events/s")
+	b.ReportMetric(rawRate, "raw-rows/s")
+	fmt.Printf("\nconsumer benchmark: %d events of ~1 KiB over %d partitions, handler inserts one row\n", n, partitions)
+	fmt.Printf("  applied with dedupe (Kafka → processed_events + handler, batches of ≤%d, %d partitions in parallel): %8.0f events/s\n", batchSize, parallel, consumerRate)
+	fmt.Printf("  raw batched INSERT of the same rows (pgx batch of %d per tx, %d in parallel, no Kafka, no dedupe):  %8.0f rows/s\n", batchSize, parallel, rawRate)
+	fmt.Printf("  ratio: %.2f of raw (target ≥ 0.50); target ≥ 20000 events/s\n\n", consumerRate/rawRate)
+}
+
+func insertRaw(ctx context.Context, pool *pgxpool.Pool, rows []benchRow, parallel, batchSize int) error {
+	work := make(chan []benchRow)
+	errs := make(chan error, parallel)
+	var wg sync.WaitGroup
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for chunk := range work {
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					var bt pgx.Batch
+					for _, r := range chunk {
+						bt.Queue(insertBenchRow, r.id, r.agg, r.seq, r.at)
+					}
+					return tx.SendBatch(ctx, &bt).Close()
+				})
+				if err != nil {
+					select { // keep draining so the sender never blocks
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < len(rows); i += batchSize {
+		work <- rows[i:min(i+batchSize, len(rows))]
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
