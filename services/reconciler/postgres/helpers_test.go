@@ -24,7 +24,7 @@ import (
 
 // newDB is a fresh payments database with the payment, outbox and
 // reconciler migrations applied, in the order the binaries apply them.
-func newDB(t *testing.T) *pgxpool.Pool {
+func newDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool := testkit.NewPool(t)
 	ctx := context.Background()
@@ -100,7 +100,7 @@ func (f *fakeProvider) Calls() int {
 	return f.calls
 }
 
-func newScanner(t *testing.T, pool *pgxpool.Pool, p reconciler.Provider, mod func(*reconciler.ScannerConfig)) *reconciler.Scanner {
+func newScanner(t testing.TB, pool *pgxpool.Pool, p reconciler.Provider, mod func(*reconciler.ScannerConfig)) *reconciler.Scanner {
 	t.Helper()
 	cfg := reconciler.ScannerConfig{Store: postgres.New(pool), Provider: p, Batch: 200}
 	if mod != nil {
