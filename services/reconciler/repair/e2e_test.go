@@ -1,0 +1,183 @@
+package repair_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/relay/publisher"
+	"github.com/concordhq/concord/schemas"
+	"github.com/concordhq/concord/services/order"
+	orderkafka "github.com/concordhq/concord/services/order/kafka"
+	orderpg "github.com/concordhq/concord/services/order/postgres"
+	paymentpg "github.com/concordhq/concord/services/payment/postgres"
+	stripegw "github.com/concordhq/concord/services/payment/stripe"
+	"github.com/concordhq/concord/services/providersim"
+	"github.com/concordhq/concord/services/reconciler"
+	reconcilerpg "github.com/concordhq/concord/services/reconciler/postgres"
+	"github.com/concordhq/concord/services/reconciler/repair"
+	rstripe "github.com/concordhq/concord/services/reconciler/stripe"
+)
+
+// TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms is the whole chain
+// on the real stack: the provider charged the order but its success webhook
+// never reached payment-svc, so the payment is pending while the provider
+// says succeeded. The reconciler records one finding and emits one command;
+// the relay publishes it to payment-commands; payment-svc's handler (on the
+// idempotent runner) applies it through the canonical writer; the relay
+// publishes payment.processed; the order service's handlers confirm the
+// order.
+func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kafka := testkit.NewKafka(t)
+	adm := kafka.Admin(t)
+	for _, topic := range []string{repair.Topic, "payment-events"} {
+		if _, err := adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			t.Fatalf("create topic %s: %v", topic, err)
+		}
+	}
+	kcfg := kit.KafkaConfig{Brokers: kafka.Brokers}
+
+	// The order service's database: an order whose stock is reserved and
+	// which waits for its payment.
+	orders := testkit.NewPool(t)
+	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, orderpg.Migrate, idempotent.Migrate} {
+		if err := m(ctx, orders); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ostore := &orderpg.Store{Pool: orders}
+	o, _, err := ostore.Create(ctx, order.Request{CustomerID: "c-1", Currency: "EUR",
+		Items: []order.Item{{SKU: "sku-1", Quantity: 1, UnitPrice: 2500}}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pgx.BeginFunc(ctx, orders, func(tx pgx.Tx) error {
+		_, err := orderpg.Apply(ctx, tx, o.ID, order.InventoryReserved, "", schemas.NewEventID())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The payment service's database: the charge succeeded at the provider,
+	// the webhook was dropped, the row is still pending.
+	payments := testkit.NewPool(t)
+	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, paymentpg.Migrate, reconcilerpg.Migrate, idempotent.Migrate} {
+		if err := m(ctx, payments); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := providersim.New(providersim.Config{Faults: providersim.DefaultFaults(), TickInterval: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	gw, err := stripegw.New(stripegw.Config{APIKey: "sk_test_e2e", BaseURL: ts.URL, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	charged, err := gw.CreateAndConfirm(ctx, stripegw.Intent{IdempotencyKey: "order-" + o.ID + "-charge", Amount: 2500,
+		Currency: "eur", PaymentMethod: providersim.PaymentMethodVisa})
+	if err != nil || charged.Status != stripegw.StatusSucceeded {
+		t.Fatalf("charge: %v %+v", err, charged)
+	}
+	var paymentID int64
+	if err := payments.QueryRow(ctx, `insert into payments (order_id, idempotency_key, provider_payment_id, amount, currency,
+			status, created_at, updated_at)
+		values ($1, $2, $3, 2500, 'EUR', 'pending', now() - interval '1 hour', now() - interval '1 hour') returning id`,
+		o.ID, "order-"+o.ID+"-charge", charged.ProviderID).Scan(&paymentID); err != nil {
+		t.Fatal(err)
+	}
+
+	// Detect, classify, record, command.
+	scanner, err := reconciler.NewScanner(reconciler.ScannerConfig{Store: reconcilerpg.New(payments), Provider: rstripe.New(gw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cycle := 1; cycle <= 2; cycle++ {
+		rep, err := scanner.RunCycle(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if cycle == 2 {
+			want = 0 // the finding is open: the same drift is not recorded twice
+		}
+		if rep.FindingsOpened != want || rep.CommandsEmitted != want {
+			t.Fatalf("cycle %d: %d findings, %d commands; want %d", cycle, rep.FindingsOpened, rep.CommandsEmitted, want)
+		}
+	}
+
+	// The moving parts: relay, payment-svc's command consumer, the order
+	// service's payment-events consumer.
+	run := func(name string, f func(context.Context) error) {
+		done := make(chan error, 1)
+		go func() { done <- f(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	relay, err := publisher.New(publisher.Config{Pool: payments, Kafka: kcfg, Shards: 4, Workers: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("relay", relay.Run)
+	commands, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "payment-svc"), Topics: []string{repair.Topic},
+		Pool: payments, Kafka: kcfg, Handler: repair.Handlers().Handle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("payment commands", commands.Run)
+	orderEvents, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "order-svc"), Topics: []string{"payment-events"},
+		Pool: orders, Kafka: kcfg, Handler: orderkafka.Handlers().Handle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("order events", orderEvents.Run)
+
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, err := ostore.Get(ctx, o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == order.StatusConfirmed {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("order %s still %s: the repair did not flow through", o.ID, got.Status)
+		case <-tick.C:
+		}
+	}
+	var status, resolution string
+	var processed int
+	if err := payments.QueryRow(ctx, `select p.status, f.resolution,
+			(select count(*) from outbox where event_type = 'payment.processed')
+		from payments p join reconciliation_findings f on f.payment_id = p.id where p.id = $1`, paymentID).
+		Scan(&status, &resolution, &processed); err != nil {
+		t.Fatal(err)
+	}
+	if status != "paid" || resolution != string(reconciler.ResolutionRepaired) || processed != 1 {
+		t.Fatalf("payment %s, finding %s, %d payment.processed events; want paid, repaired, 1", status, resolution, processed)
+	}
+}
