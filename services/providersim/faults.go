@@ -170,6 +170,7 @@ const (
 	streamWebhookDelay
 	streamProcessing
 	streamLateReversal
+	streamRequestIDs
 	numStreams
 )
 
@@ -237,15 +238,19 @@ func (d *dice) chance(s stream, p float64) bool {
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// id returns prefix_ followed by 24 random characters, Stripe's id shape.
-func (d *dice) id(prefix string) string {
+// id returns prefix_ followed by 24 random characters from the object-id
+// stream, Stripe's id shape.
+func (d *dice) id(prefix string) string { return d.idFrom(streamIDs, prefix) }
+
+// idFrom is id drawn from stream s.
+func (d *dice) idFrom(s stream, prefix string) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	b := make([]byte, 0, len(prefix)+25)
 	b = append(b, prefix...)
 	b = append(b, '_')
 	for range 24 {
-		b = append(b, idAlphabet[d.streams[streamIDs].IntN(len(idAlphabet))])
+		b = append(b, idAlphabet[d.streams[s].IntN(len(idAlphabet))])
 	}
 	return string(b)
 }

@@ -374,3 +374,46 @@ func TestFaultsApplyIsAllOrNothing(t *testing.T) {
 		t.Fatalf("Values/Apply round trip: %v\n%+v\n%+v", err, g, f)
 	}
 }
+
+func TestObjectIDsAreReproducibleUnderOneSeed(t *testing.T) {
+	run := func(seed uint64, reads int) []string {
+		h := start(t, providersim.Config{Seed: seed})
+		sc := h.client()
+		a := h.mustCreate(sc, providersim.PaymentMethodVisa, 100, "a")
+		for range reads { // reads and refused requests do not move the id stream
+			code, _ := h.do(http.MethodGet, "/v1/payment_intents", "", nil)
+			if code != 200 {
+				t.Fatalf("list answered %d", code)
+			}
+		}
+		b := h.mustCreate(sc, providersim.PaymentMethodVisa, 100, "b")
+		return []string{a.ID, b.ID}
+	}
+	x, y, z := run(5, 0), run(5, 3), run(6, 0)
+	if fmt.Sprint(x) != fmt.Sprint(y) {
+		t.Fatalf("seed 5 gave %v, then %v after some reads", x, y)
+	}
+	if x[0] == z[0] {
+		t.Fatalf("seeds 5 and 6 gave the same id %s", x[0])
+	}
+}
+
+func TestFaultDrawsDoNotDependOnTheRateLimiter(t *testing.T) {
+	f := providersim.DefaultFaults()
+	f.ServerErrorRate = 0.5
+	// Without a limit: the statuses of 12 requests.
+	free := outcomes(t, start(t, providersim.Config{Seed: 9, Faults: f}), 12)
+	// With a limit of 1/s: requests 2..6 are refused by the limiter, yet
+	// request 7 (after a refill) still meets the 7th draw.
+	h := start(t, providersim.Config{Seed: 9, Faults: f, RateLimit: 1})
+	limited := outcomes(t, h, 6)
+	h.clock.Advance(time.Second)
+	_, err := h.create(h.client(), providersim.PaymentMethodVisa, 100, "k6")
+	got := 200
+	if err != nil {
+		got = stripeErr(t, err).HTTPStatusCode
+	}
+	if limited[0] != free[0] || count(limited[1:], 429) != 5 || got != free[6] {
+		t.Fatalf("free run %v; limited run %v then %d, want %d then %d", free, limited, got, free[0], free[6])
+	}
+}

@@ -296,7 +296,7 @@ type request struct {
 // the hang fault (after execution) and the answer.
 func (s *Server) api(h func(*request) response) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
-		reqID := s.dice.id("req")
+		reqID := s.dice.idFrom(streamRequestIDs, "req")
 		w.Header().Set("Request-Id", reqID)
 		w.Header().Set("Content-Type", "application/json")
 		write := func(res response) {
@@ -307,6 +307,11 @@ func (s *Server) api(h func(*request) response) http.Handler {
 		s.stats.Requests++
 		faults := s.faults
 		s.mu.Unlock()
+		// Draw every request's faults first, so the n-th request meets the
+		// n-th draw whatever the rate limiter (which runs on time) decides.
+		inject429 := s.dice.chance(streamRateLimit, faults.RateLimitRate)
+		inject5xx := s.dice.chance(streamServerError, faults.ServerErrorRate)
+		hang := s.dice.chance(streamHang, faults.HangRate)
 
 		key, aerr := s.authenticate(hr)
 		if aerr != nil {
@@ -329,9 +334,6 @@ func (s *Server) api(h func(*request) response) http.Handler {
 				panic(http.ErrAbortHandler)
 			}
 		}
-		inject429 := s.dice.chance(streamRateLimit, faults.RateLimitRate)
-		inject5xx := s.dice.chance(streamServerError, faults.ServerErrorRate)
-		hang := s.dice.chance(streamHang, faults.HangRate)
 		if inject429 {
 			s.count(func(st *Stats) { st.Injected429++ })
 			write(rateLimitError().response())
