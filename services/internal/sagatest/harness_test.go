@@ -1,0 +1,321 @@
+package sagatest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/services/providersim"
+)
+
+const (
+	apiKey = "sk_test_sagatest"
+	secret = "whsec_sagatest"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sagatest-bin")
+	if err != nil {
+		panic(err)
+	}
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../../cmd/order-svc", "../../cmd/inventory-svc", "../../cmd/payment-svc")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build services:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// saga is one running deployment: provider-sim in-process, three services
+// as processes, each with a fresh database, all on a fresh topic prefix.
+type saga struct {
+	t                          *testing.T
+	sim                        *providersim.Server
+	simURL                     string
+	orderURL, invURL, payURL   string
+	orders, inventory, payment *pgxpool.Pool
+	procs                      map[string]*exec.Cmd
+	env                        map[string][]string
+	logs                       string
+}
+
+type opts struct {
+	faults     providersim.Faults
+	stuckAfter time.Duration // order-svc's timeout (default 60s)
+	recheck    time.Duration // payment-svc's recheck of processing payments (default 0: webhooks only)
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func newSaga(t *testing.T, o opts) *saga {
+	t.Helper()
+	if o.stuckAfter == 0 {
+		o.stuckAfter = 60 * time.Second
+	}
+	admin := testkit.PostgresURL(t)
+	k := testkit.NewKafka(t)
+	prefix := testkit.UniqueName(t, "saga") + "."
+	s := &saga{t: t, procs: map[string]*exec.Cmd{}, env: map[string][]string{}, logs: t.TempDir()}
+	ports := map[string]int{"order-svc": freePort(t), "inventory-svc": freePort(t), "payment-svc": freePort(t)}
+	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
+	s.orderURL, s.invURL, s.payURL = url("order-svc"), url("inventory-svc"), url("payment-svc")
+
+	sim, err := providersim.New(providersim.Config{APIKey: apiKey, Faults: o.faults, WebhookEndpoints: []string{s.payURL + "/webhooks/stripe"},
+		WebhookSecret: secret, WebhookBackoff: 200 * time.Millisecond, WebhookMaxBackoff: time.Second, Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(sim)
+	t.Cleanup(func() { ts.Close(); sim.Close() })
+	s.sim, s.simURL = sim, ts.URL
+
+	dbs := map[string]string{"order-svc": testkit.NewDatabase(t, admin), "inventory-svc": testkit.NewDatabase(t, admin), "payment-svc": testkit.NewDatabase(t, admin)}
+	for name, extra := range map[string][]string{
+		"order-svc":     {"ORDERS_DATABASE_URL=" + dbs["order-svc"], "ORDER_STUCK_AFTER=" + o.stuckAfter.String(), "ORDER_SWEEP_INTERVAL=200ms"},
+		"inventory-svc": {"INVENTORY_DATABASE_URL=" + dbs["inventory-svc"]},
+		"payment-svc": {"PAYMENTS_DATABASE_URL=" + dbs["payment-svc"], "PROVIDER_URL=" + ts.URL, "PROVIDER_API_KEY=" + apiKey,
+			"WEBHOOK_SECRET=" + secret, "RECHECK_PENDING_AFTER=" + o.recheck.String(), "PROVIDER_TIMEOUT=2s", "CHARGE_LEASE=3s"},
+	} {
+		s.env[name] = append([]string{"CONCORD_TOPIC_PREFIX=" + prefix, "CONSUMER_GROUP=" + prefix + name,
+			"KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ports[name]),
+			"TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s"}, extra...)
+	}
+	for _, name := range []string{"order-svc", "inventory-svc", "payment-svc"} {
+		s.start(name)
+	}
+	for _, name := range []string{"order-svc", "inventory-svc", "payment-svc"} {
+		s.waitReady(name, url(name))
+	}
+	s.orders, s.inventory, s.payment = testkit.Pool(t, dbs["order-svc"]), testkit.Pool(t, dbs["inventory-svc"]), testkit.Pool(t, dbs["payment-svc"])
+	t.Cleanup(func() {
+		for _, c := range s.procs {
+			_ = c.Process.Signal(syscall.SIGTERM)
+		}
+		for name, c := range s.procs {
+			done := make(chan struct{})
+			go func() { _ = c.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = c.Process.Kill()
+			}
+			if t.Failed() {
+				b, _ := os.ReadFile(filepath.Join(s.logs, name+".log"))
+				t.Logf("%s log (tail):\n%s", name, tail(string(b), 3000))
+			}
+		}
+	})
+	return s
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (s *saga) start(name string) {
+	f, err := os.OpenFile(filepath.Join(s.logs, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, name))
+	cmd.Env = append(os.Environ(), s.env[name]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.procs[name] = cmd
+}
+
+// kill9 kills a service without letting it drain.
+func (s *saga) kill9(name string) {
+	c := s.procs[name]
+	_ = c.Process.Kill()
+	_, _ = c.Process.Wait()
+}
+
+func (s *saga) waitReady(name, base string) {
+	s.t.Helper()
+	eventually(s.t, 60*time.Second, name+" ready", func() error {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// eventually polls cond until it returns nil or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	wait := 20 * time.Millisecond
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+		}
+		time.Sleep(wait) // polling interval of a deadline loop, not synchronisation
+		wait = min(wait*2, 250*time.Millisecond)
+	}
+}
+
+func (s *saga) stock(items map[string]int) {
+	s.t.Helper()
+	var lines []map[string]any
+	for sku, q := range items {
+		lines = append(lines, map[string]any{"sku": sku, "quantity": q})
+	}
+	s.post(s.invURL+"/admin/stock", map[string]any{"items": lines}, http.StatusOK, nil)
+}
+
+func (s *saga) post(url string, body any, want int, into any) {
+	s.t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		s.t.Fatalf("POST %s: %s: %s", url, resp.Status, rb)
+	}
+	if into != nil {
+		if err := json.Unmarshal(rb, into); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// order places an order for sku × qty paid with pm and returns its id.
+func (s *saga) order(sku string, qty int, pm string) string {
+	s.t.Helper()
+	var o struct{ ID string }
+	s.post(s.orderURL+"/orders", map[string]any{"customer_id": "cus_1", "currency": "EUR", "payment_method": pm,
+		"items": []map[string]any{{"sku": sku, "quantity": qty, "unit_price": 1000}}}, http.StatusCreated, &o)
+	return o.ID
+}
+
+type orderView struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	History []struct {
+		Status string `json:"status"`
+	} `json:"history"`
+}
+
+func (s *saga) getOrder(id string) orderView {
+	s.t.Helper()
+	resp, err := http.Get(s.orderURL + "/orders/" + id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var o orderView
+	_ = json.NewDecoder(resp.Body).Decode(&o)
+	return o
+}
+
+// terminal waits for the order to be CONFIRMED or CANCELLED and returns it.
+func (s *saga) terminal(id string, timeout time.Duration) orderView {
+	s.t.Helper()
+	var o orderView
+	eventually(s.t, timeout, "order "+id+" terminal", func() error {
+		o = s.getOrder(id)
+		if o.Status != "CONFIRMED" && o.Status != "CANCELLED" {
+			return fmt.Errorf("status %q", o.Status)
+		}
+		return nil
+	})
+	return o
+}
+
+func (s *saga) scalar(pool *pgxpool.Pool, sql string, args ...any) string {
+	s.t.Helper()
+	var v any
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+		if strings.Contains(err.Error(), "no rows") {
+			return ""
+		}
+		s.t.Fatal(err)
+	}
+	return fmt.Sprint(v)
+}
+
+func (s *saga) paymentStatus(orderID string) string {
+	return s.scalar(s.payment, `select status from payments where order_id = $1`, orderID)
+}
+
+func (s *saga) reservation(orderID string) string {
+	return s.scalar(s.inventory, `select status from reservations where order_id = $1`, orderID)
+}
+
+// stockOf returns available/reserved/committed of a SKU.
+func (s *saga) stockOf(sku string) (avail, reserved, committed int64) {
+	s.t.Helper()
+	err := s.inventory.QueryRow(context.Background(), `select available, reserved, committed from stock where sku = $1`, sku).Scan(&avail, &reserved, &committed)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return
+}
+
+// waitReservation waits for the order's reservation to reach status.
+func (s *saga) waitReservation(orderID, status string) {
+	s.t.Helper()
+	eventually(s.t, 30*time.Second, "reservation "+status, func() error {
+		if got := s.reservation(orderID); got != status {
+			return fmt.Errorf("reservation %q", got)
+		}
+		return nil
+	})
+}
+
+func (s *saga) waitPayment(orderID, status string) {
+	s.t.Helper()
+	eventually(s.t, 30*time.Second, "payment "+status, func() error {
+		if got := s.paymentStatus(orderID); got != status {
+			return fmt.Errorf("payment %q", got)
+		}
+		return nil
+	})
+}
