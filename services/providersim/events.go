@@ -2,7 +2,9 @@ package providersim
 
 import (
 	"net/http"
+	"slices"
 	"strings"
+	"time"
 )
 
 // emit records an Event for a state change and queues its webhook
@@ -25,6 +27,25 @@ func (s *Server) emit(r *request, typ string, obj any, previous map[string]any) 
 	s.stats.EventsCreated++
 	s.dirty = true
 	s.enqueueWebhooks(ev, now)
+}
+
+// EventRetention is how long events stay retrievable and listed, as on
+// Stripe (30 days).
+const EventRetention = 30 * 24 * time.Hour
+
+// expireEvents forgets events older than EventRetention; a list cursor
+// naming one becomes unknown (400 resource_missing). Called with s.mu held.
+func (s *Server) expireEvents(now time.Time) {
+	cut := now.Add(-EventRetention).Unix()
+	n := 0
+	for n < len(s.st.Events) && s.st.Events[n].Created < cut {
+		delete(s.st.eventByID, s.st.Events[n].ID)
+		n++
+	}
+	if n > 0 {
+		s.st.Events = slices.Clone(s.st.Events[n:])
+		s.dirty = true
+	}
 }
 
 type eventRequest struct {

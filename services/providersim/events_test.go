@@ -97,3 +97,16 @@ func TestDefaultAPIVersionIsTheSDKs(t *testing.T) {
 			providersim.DefaultAPIVersion, stripe.APIVersion)
 	}
 }
+
+func TestEventsAreKeptFor30Days(t *testing.T) {
+	h := start(t, providersim.Config{})
+	sc := h.client()
+	h.mustCreate(sc, providersim.PaymentMethodVisa, 100, "old")
+	h.clock.Advance(providersim.EventRetention - time.Second)
+	h.mustCreate(sc, providersim.PaymentMethodVisa, 100, "new")
+	if n := len(allEvents(t, sc, nil)); n != 6 {
+		t.Fatalf("%d events inside the retention, want 6", n)
+	}
+	h.clock.Advance(2 * time.Second)
+	eventually(t, "old events to expire", func() bool { return len(allEvents(t, sc, nil)) == 3 })
+}

@@ -444,6 +444,7 @@ func (s *Server) runScheduler() {
 		now := s.clock.Now()
 		s.runJobs(now)
 		s.expireIdempotency(now)
+		s.expireEvents(now)
 		s.mu.Unlock()
 		s.nudge()
 		if time.Since(lastSnap) >= s.cfg.SnapshotInterval {
@@ -455,7 +456,10 @@ func (s *Server) runScheduler() {
 	}
 }
 
-// snapshot writes the state if it changed since the last write.
+// snapshot writes the state if it changed since the last write. The lock
+// is held only to copy the state; encoding and writing happen outside it.
+// The snapshot is the whole state, so its cost grows with the run: raise
+// SnapshotInterval for long, heavy runs.
 func (s *Server) snapshot() error {
 	if s.cfg.DataDir == "" {
 		return nil
@@ -466,13 +470,14 @@ func (s *Server) snapshot() error {
 		return nil
 	}
 	dice, err := s.dice.state()
-	var b []byte
-	if err == nil {
-		s.st.Dice = dice
-		b, err = marshalState(s.st)
-	}
+	s.st.Dice = dice
+	st := s.st.clone()
 	s.dirty = false
 	s.mu.Unlock()
+	var b []byte
+	if err == nil {
+		b, err = marshalState(st)
+	}
 	if err == nil {
 		err = writeSnapshot(s.cfg.DataDir, b)
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -187,6 +189,21 @@ func writeSnapshot(dir string, b []byte) error {
 		d.Close()
 	}
 	return nil
+}
+
+// clone copies what a snapshot needs so that it can be encoded without
+// holding the server's lock: payment intents by value (they change in
+// place), everything else by reference (refunds, events and idempotency
+// records never change once made; the slices and map are copied).
+func (st *state) clone() *state {
+	c := &state{Version: st.Version, Seq: st.Seq, Refunds: slices.Clone(st.Refunds), Events: slices.Clone(st.Events),
+		Idempotency: maps.Clone(st.Idempotency), Jobs: slices.Clone(st.Jobs), Dice: st.Dice}
+	c.PaymentIntents = make([]*paymentIntent, len(st.PaymentIntents))
+	for i, pi := range st.PaymentIntents {
+		cp := *pi
+		c.PaymentIntents[i] = &cp
+	}
+	return c
 }
 
 func marshalState(st *state) ([]byte, error) {
