@@ -35,8 +35,8 @@ const DefaultRateLimit = 25
 // field.
 type Config struct {
 	// APIKey, when set, is the only secret key accepted. Otherwise any
-	// "sk_test_…" key is accepted, and each key has its own objects'
-	// idempotency records and rate limit (objects are shared).
+	// "sk_test_…" key is accepted; each key has its own idempotency
+	// records and rate limit, while objects are shared by all keys.
 	APIKey string
 	// Seed feeds every random decision (ids and faults).
 	Seed uint64
@@ -278,7 +278,6 @@ func (s *Server) routes() {
 
 // request is an authenticated, parsed API call.
 type request struct {
-	ctx       context.Context
 	method    string
 	path      string
 	pathID    string
@@ -350,7 +349,7 @@ func (s *Server) api(h func(*request) response) http.Handler {
 			write(ferr.response())
 			return
 		}
-		r := &request{ctx: hr.Context(), method: hr.Method, path: hr.URL.Path, pathID: hr.PathValue("id"),
+		r := &request{method: hr.Method, path: hr.URL.Path, pathID: hr.PathValue("id"),
 			form: form, apiKey: key, requestID: reqID}
 		if hr.Method == http.MethodPost {
 			r.idemKey = strings.TrimSpace(hr.Header.Get("Idempotency-Key"))
