@@ -299,6 +299,9 @@ func (r *Relay) produce(ctx context.Context, rows []row) []error {
 				return
 			}
 			r.m.latency.Observe(acked.Sub(rw.createdAt).Seconds())
+			if r.cfg.OnAck != nil {
+				r.cfg.OnAck(rw.eventID, rw.createdAt, acked)
+			}
 		})
 	}
 	wg.Wait()

@@ -118,6 +118,10 @@ type Config struct {
 	CleanupBatch    int
 	// MetricsInterval is how often the backlog gauges are refreshed. Default 5s.
 	MetricsInterval time.Duration
+	// OnAck, when set, is called for every acknowledged record with the
+	// row's insert time and the ack time (tracing, benchmarks). It runs on
+	// the producer's callback goroutine and must be quick.
+	OnAck func(eventID string, inserted, acked time.Time)
 }
 
 func (c *Config) setDefaults() error {
@@ -222,6 +226,9 @@ func New(cfg Config) (*Relay, error) {
 func ProducerOpts(cfg Config, lookup func(topic string) (int32, bool)) []kgo.Opt {
 	codec, _ := compressionCodec(cfg.Compression)
 	max := int32(cfg.MaxMessageBytes)
+	if max <= 0 {
+		max = DefaultMaxMessageBytes
+	}
 	return []kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),

@@ -1,0 +1,381 @@
+// Command relay-bench measures the relay on the real stack and prints its
+// figures beside the same-run ceilings:
+//
+//   - relay throughput: a backlog of --events rows (1 KiB payloads) drained
+//     by one in-process relay, in events/s;
+//   - commit-to-ack latency (p50, p99) at a fixed offered load of --rate
+//     events/s appended through outbox.Append, one event per transaction;
+//   - Kafka ceiling: raw franz-go produce of the same records with the
+//     relay's producer options;
+//   - database ceiling: a raw SELECT … FOR UPDATE SKIP LOCKED + mark loop
+//     over the same rows at the relay's batch size.
+//
+// It creates its own database and topic and drops them at the end.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/relay/publisher"
+	"github.com/concordhq/concord/schemas"
+)
+
+func main() { kit.Main("relay-bench", run) }
+
+func run(ctx context.Context, args []string) error {
+	fs := kit.NewFlagSet("relay-bench", "relay-bench — outbox relay throughput and latency against same-run ceilings")
+	admin := fs.String("postgres-url", "CONCORD_POSTGRES_URL", "", "admin URL of the PostgreSQL server; a scratch database is created on it (required)")
+	kf := kit.AddKafkaFlags(fs)
+	events := fs.Int("events", "", 200_000, "events in the throughput runs")
+	payload := fs.Int("payload", "", 1024, "approximate envelope size in bytes")
+	keys := fs.Int("keys", "", 10_000, "distinct partition keys")
+	partitions := fs.Int("partitions", "", 6, "partitions of the scratch topic")
+	batch := fs.Int("batch-size", "", publisher.DefaultBatchSize, "relay batch size (and the database ceiling's)")
+	workers := fs.Int("workers", "", publisher.DefaultWorkers, "relay workers")
+	rate := fs.Int("rate", "", 2000, "offered load of the latency run, events/s")
+	rateFor := fs.Duration("rate-duration", "", 15*time.Second, "length of the latency run")
+	compression := fs.String("compression", "", "none", "producer compression")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := kit.Require("postgres-url", *admin); err != nil {
+		return kit.UsageError{Err: err}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	dbURL, drop, err := scratchDatabase(ctx, *admin)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	pool, err := kit.NewPool(ctx, dbURL+"?pool_max_conns=16")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := outbox.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	kcfg := kf.Config()
+	cfg := publisher.Config{Pool: pool, Kafka: kcfg, Logger: log, BatchSize: *batch, Workers: *workers, Compression: *compression}
+	cl, err := kit.NewKafkaClient(ctx, kcfg, log, publisher.ProducerOpts(cfg, func(string) (int32, bool) { return 0, false })...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topic := "relay-bench-" + uuid.NewString()[:8]
+	if err := publisher.CreateTopics(ctx, adm, int32(*partitions), 1, topic); err != nil {
+		return err
+	}
+	defer adm.DeleteTopics(context.WithoutCancel(ctx), topic) //nolint:errcheck
+
+	fmt.Printf("relay-bench: %d events, ~%d B payloads, %d keys, topic %s (%d partitions), batch %d, workers %d, GOMAXPROCS %d\n",
+		*events, *payload, *keys, topic, *partitions, *batch, *workers, runtimeProcs())
+	rows, err := prepare(*events, *keys, *payload, topic)
+	if err != nil {
+		return err
+	}
+
+	// Kafka ceiling: the same records, straight through franz-go.
+	kafkaRate, err := rawProduce(ctx, cl, rows)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  ceiling kafka    raw franz-go produce (acks=all, idempotent): %9.0f events/s\n", kafkaRate)
+
+	// Database ceiling: SELECT … FOR UPDATE SKIP LOCKED + mark, no Kafka.
+	if err := load(ctx, pool, rows); err != nil {
+		return err
+	}
+	dbRate, err := rawLoop(ctx, pool, *batch, len(rows))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  ceiling database SELECT … FOR UPDATE SKIP LOCKED + mark, batch %d: %9.0f rows/s\n", *batch, dbRate)
+
+	// Relay throughput over a backlog.
+	if err := load(ctx, pool, rows); err != nil {
+		return err
+	}
+	relayRate, err := drain(ctx, cfg, pool, len(rows))
+	if err != nil {
+		return err
+	}
+	lower := min(kafkaRate, dbRate)
+	fmt.Printf("  relay            backlog drained:                             %9.0f events/s (%.0f%% of the lower ceiling; target >= 25000 and >= 50%%)\n",
+		relayRate, 100*relayRate/lower)
+
+	// Latency at a fixed offered load.
+	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
+		return err
+	}
+	p50, p99, n, err := latency(ctx, cfg, pool, topic, *rate, *rateFor, *payload)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  relay            commit-to-ack at %d events/s offered (%d events): p50 %s  p99 %s (target p99 <= 100ms)\n",
+		*rate, n, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
+	return nil
+}
+
+func runtimeProcs() int { return runtimeGOMAXPROCS() }
+
+func scratchDatabase(ctx context.Context, admin string) (string, func(), error) {
+	name := "relay_bench_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "create database "+name); err != nil {
+		return "", nil, err
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Path, u.RawQuery = "/"+name, ""
+	drop := func() {
+		c, err := pgx.Connect(context.Background(), admin)
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "drop database if exists "+name+" with (force)")
+			_ = c.Close(context.Background())
+		}
+	}
+	return u.String(), drop, nil
+}
+
+func prepare(n, keys, size int, topic string) ([]outbox.Record, error) {
+	ks := make([]string, keys)
+	for i := range ks {
+		ks[i] = uuid.NewString()
+	}
+	// The envelope without padding is about 420 bytes.
+	pad := max(size-420, 0)
+	out := make([]outbox.Record, n)
+	for i := range out {
+		key := ks[i%keys]
+		data := map[string]any{"order_id": key, "customer_id": "cus_1", "currency": "EUR", "total_amount": 100,
+			"items": []map[string]any{{"sku": "SKU-1", "quantity": 1, "unit_price": 100}}, "seq": i / keys, "pad": strings.Repeat("x", pad)}
+		_, rec, err := outbox.Prepare(outbox.Event{Type: "order.created", Data: data})
+		if err != nil {
+			return nil, err
+		}
+		rec.Topic = topic
+		out[i] = rec
+	}
+	return out, nil
+}
+
+func kafkaRecord(r outbox.Record) *kgo.Record {
+	return &kgo.Record{Topic: r.Topic, Key: []byte(r.PartitionKey), Value: r.Payload, Headers: []kgo.RecordHeader{
+		{Key: schemas.HeaderEventID, Value: []byte(r.EventID)},
+		{Key: schemas.HeaderEventType, Value: []byte(r.EventType)},
+		{Key: schemas.HeaderEventVersion, Value: []byte(fmt.Sprint(r.EventVersion))},
+		{Key: schemas.HeaderContentType, Value: []byte(schemas.ContentTypeJSON)},
+	}}
+}
+
+func rawProduce(ctx context.Context, cl *kgo.Client, rows []outbox.Record) (float64, error) {
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	for _, r := range rows {
+		cl.Produce(ctx, kafkaRecord(r), func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return 0, err
+	}
+	if failed.Load() > 0 {
+		return 0, fmt.Errorf("raw produce: %d records failed: %v", failed.Load(), firstErr.Load())
+	}
+	return float64(len(rows)) / time.Since(start).Seconds(), nil
+}
+
+func load(ctx context.Context, pool *pgxpool.Pool, rows []outbox.Record) error {
+	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
+		return err
+	}
+	vals := make([][]any, len(rows))
+	for i, r := range rows {
+		vals[i] = r.Values()
+	}
+	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"outbox"}, outbox.Columns, pgx.CopyFromRows(vals)); err != nil {
+		return fmt.Errorf("load outbox: %w", err)
+	}
+	_, err := pool.Exec(ctx, "vacuum analyze outbox")
+	return err
+}
+
+func rawLoop(ctx context.Context, pool *pgxpool.Pool, batch, total int) (float64, error) {
+	start := time.Now()
+	done := 0
+	for done < total {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `select id, partition_key, topic, payload::text from outbox
+				where published_at is null and skipped_at is null order by id limit $1 for update skip locked`, batch)
+			if err != nil {
+				return err
+			}
+			var ids []int64
+			var id int64
+			var key, topic, payload string
+			if _, err := pgx.ForEachRow(rows, []any{&id, &key, &topic, &payload}, func() error {
+				ids = append(ids, id)
+				return nil
+			}); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, "update outbox set published_at = now() where id = any($1)", ids)
+			done += len(ids)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return float64(total) / time.Since(start).Seconds(), nil
+}
+
+func drain(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, total int) (float64, error) {
+	r, err := publisher.New(cfg)
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	start := time.Now()
+	go func() { defer wg.Done(); _ = r.Run(rctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	for {
+		var left int
+		if err := pool.QueryRow(ctx, "select count(*) from outbox where published_at is null").Scan(&left); err != nil {
+			return 0, err
+		}
+		if left == 0 {
+			return float64(total) / time.Since(start).Seconds(), nil
+		}
+		if time.Since(start) > 5*time.Minute {
+			return 0, fmt.Errorf("relay left %d rows after 5 minutes", left)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func latency(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, topic string, rate int, d time.Duration, size int) (p50, p99 time.Duration, n int, err error) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	cfg.OnAck = func(_ string, inserted, acked time.Time) {
+		mu.Lock()
+		lat = append(lat, acked.Sub(inserted))
+		mu.Unlock()
+	}
+	r, err := publisher.New(cfg)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = r.Run(rctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	// Wait for the relay to own its shards before offering load.
+	for len(r.OwnedShards()) < cfg.Shards && len(r.OwnedShards()) < publisher.DefaultShards {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	total := int(float64(rate) * d.Seconds())
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = uuid.NewString()
+	}
+	pad := strings.Repeat("x", max(size-420, 0))
+	jobs := make(chan int, total)
+	errc := make(chan error, 16)
+	var appenders sync.WaitGroup
+	for range 8 {
+		appenders.Add(1)
+		go func() {
+			defer appenders.Done()
+			for i := range jobs {
+				key := keys[i%len(keys)]
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					data := map[string]any{"order_id": key, "customer_id": "cus_1", "currency": "EUR", "total_amount": 100,
+						"items": []map[string]any{{"sku": "SKU-1", "quantity": 1, "unit_price": 100}}, "seq": i, "pad": pad}
+					env, err := outbox.Append(ctx, tx, outbox.Event{Type: "order.created", Data: data})
+					if err != nil {
+						return err
+					}
+					_, err = tx.Exec(ctx, "update outbox set topic = $2 where event_id = $1", env.EventID, topic)
+					return err
+				})
+				if err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i := range total {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		jobs <- i
+	}
+	close(jobs)
+	appenders.Wait()
+	select {
+	case err := <-errc:
+		return 0, 0, 0, err
+	default:
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		got := len(lat)
+		mu.Unlock()
+		if got >= total {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("only %d of %d events acknowledged", got, total)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], len(lat), nil
+}
