@@ -164,7 +164,8 @@ func TestRelayDrainsOnCancelWithoutLeavingAckedRowsUnmarked(t *testing.T) {
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if n := relaytest.Count(t, pool, "select count(*) from pg_locks where locktype = 'advisory'"); n != 0 {
+	if n := relaytest.Count(t, pool, `select count(*) from pg_locks where locktype = 'advisory'
+		and database = (select oid from pg_database where datname = current_database())`); n != 0 {
 		t.Fatalf("%d advisory locks still held after Run returned", n)
 	}
 }
