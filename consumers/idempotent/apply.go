@@ -62,21 +62,36 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 		return res, err
 	}
 	var dead []deadLetter
+	var batch []Event // for a BatchHandler: the new events, in order
+	var batchRecs []decoded
 	for _, d := range recs {
 		switch {
 		case d.reason != "":
 			dead = append(dead, deadLetter{d: d, reason: d.reason, err: d.err})
 		case fresh[d.id]:
 			delete(fresh, d.id) // a second copy later in the batch is a duplicate
+			res.applied++
+			if r.cfg.BatchHandler != nil {
+				batch = append(batch, d.ev)
+				batchRecs = append(batchRecs, d)
+				continue
+			}
 			if herr := r.handle(ctx, tx, d.ev); herr != nil {
 				if Classify(herr) == PermanentFailure {
 					return res, errNeedSavepoints
 				}
 				return res, eventErr(d, herr)
 			}
-			res.applied++
 		default:
 			res.duplicates++
+		}
+	}
+	if len(batch) > 0 {
+		if herr := r.handleBatch(ctx, tx, batch); herr != nil {
+			if Classify(herr) == PermanentFailure {
+				return res, errNeedSavepoints
+			}
+			return res, batchErr(batchRecs, herr)
 		}
 	}
 	return r.finish(ctx, tx, recs, dead, res)
@@ -110,7 +125,7 @@ func (r *Runner) applyCareful(ctx context.Context, recs []decoded) (res batchRes
 			}
 			continue
 		}
-		if herr := r.handle(ctx, sp, d.ev); herr != nil {
+		if herr := r.handleOne(ctx, sp, d.ev); herr != nil {
 			// Undo the handler's partial effect and the dedupe row, so
 			// that a fixed handler applies the event when it is replayed.
 			if err := sp.Rollback(ctx); err != nil {
@@ -206,12 +221,29 @@ func (r *Runner) recordAll(ctx context.Context, tx pgx.Tx, recs []decoded) (map[
 // bad event cannot crash-loop the consumer; the stack goes into the error,
 // and so into dead_letters.
 func (r *Runner) handle(ctx context.Context, tx pgx.Tx, ev Event) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = Permanent(fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack()))
-		}
-	}()
+	defer recoverHandler(&err)
 	return r.cfg.Handler(ctx, tx, ev)
+}
+
+// handleBatch calls the BatchHandler with the new events of a batch.
+func (r *Runner) handleBatch(ctx context.Context, tx pgx.Tx, evs []Event) (err error) {
+	defer recoverHandler(&err)
+	return r.cfg.BatchHandler(ctx, tx, evs)
+}
+
+// handleOne applies one event with whichever handler is configured; the
+// careful path uses it to find the event a BatchHandler failed on.
+func (r *Runner) handleOne(ctx context.Context, tx pgx.Tx, ev Event) error {
+	if r.cfg.BatchHandler != nil {
+		return r.handleBatch(ctx, tx, []Event{ev})
+	}
+	return r.handle(ctx, tx, ev)
+}
+
+func recoverHandler(err *error) {
+	if p := recover(); p != nil {
+		*err = Permanent(fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack()))
+	}
 }
 
 type headerJSON struct {
@@ -259,6 +291,14 @@ func (r *Runner) recordDeadLetter(ctx context.Context, tx pgx.Tx, dl deadLetter)
 // eventErr wraps err with the record's position and event id.
 func eventErr(d decoded, err error) error {
 	return fmt.Errorf("%s/%d@%d event %s (%s): %w", d.rec.Topic, d.rec.Partition, d.rec.Offset, d.ev.EventID, d.ev.EventType, err)
+}
+
+// batchErr wraps a BatchHandler's error with the range of events it was
+// given.
+func batchErr(ds []decoded, err error) error {
+	first, last := ds[0], ds[len(ds)-1]
+	return fmt.Errorf("%s/%d@%d..%d %d events %s..%s: %w", first.rec.Topic, first.rec.Partition, first.rec.Offset,
+		last.rec.Offset, len(ds), first.ev.EventID, last.ev.EventID, err)
 }
 
 // rollback rolls tx back when the function returns an error; after a

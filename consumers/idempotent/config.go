@@ -33,16 +33,20 @@ const (
 // DLQSuffix is appended to the group name to form its dead-letter topic.
 const DLQSuffix = ".dlq"
 
-// Config configures a Runner. Group, Topics, Pool, Kafka and Handler are
-// required; every other field has the default stated beside it.
+// Config configures a Runner. Group, Topics, Pool, Kafka and one of Handler
+// or BatchHandler are required; every other field has the default stated
+// beside it.
 type Config struct {
-	Group      string
-	Topics     []string
-	Pool       *pgxpool.Pool
-	Kafka      kit.KafkaConfig
-	Handler    Handler
-	Logger     *slog.Logger          // default: discard
-	Registerer prometheus.Registerer // optional; metrics are kept private when nil
+	Group   string
+	Topics  []string
+	Pool    *pgxpool.Pool
+	Kafka   kit.KafkaConfig
+	Handler Handler
+	// BatchHandler replaces Handler for set-based handlers: one call per
+	// batch with all its new events (see BatchHandler).
+	BatchHandler BatchHandler
+	Logger       *slog.Logger          // default: discard
+	Registerer   prometheus.Registerer // optional; metrics are kept private when nil
 
 	// Catalog validates every record; default schemas.MustDefault().
 	Catalog *schemas.Catalog
@@ -108,8 +112,11 @@ func (c *Config) setDefaults() error {
 	if c.Pool == nil {
 		errs = append(errs, errors.New("Pool is required"))
 	}
-	if c.Handler == nil {
-		errs = append(errs, errors.New("Handler is required"))
+	switch {
+	case c.Handler == nil && c.BatchHandler == nil:
+		errs = append(errs, errors.New("Handler or BatchHandler is required"))
+	case c.Handler != nil && c.BatchHandler != nil:
+		errs = append(errs, errors.New("set Handler or BatchHandler, not both"))
 	}
 	if len(c.Kafka.Brokers) == 0 {
 		errs = append(errs, errors.New("Kafka.Brokers is required"))

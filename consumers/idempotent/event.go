@@ -29,6 +29,22 @@ type Event struct {
 // failed handler leaves no partial effect behind.
 type Handler func(ctx context.Context, tx pgx.Tx, ev Event) error
 
+// BatchHandler applies the effects of several events at once inside tx: the
+// events of one polled batch that this group has not processed before, in
+// offset order. It is the set-based alternative to Handler (set one or the
+// other in Config): a handler that queues its statements on one pgx.Batch,
+// or writes them with one INSERT … SELECT FROM unnest(…) or COPY, makes one
+// round trip per batch instead of one per event.
+//
+// The contract is Handler's: write through tx only; a returned error is
+// transient unless Classify calls it permanent. A permanent error does not
+// say which event caused it, so the runner rolls the whole transaction back
+// and redoes the batch calling the BatchHandler with one event at a time,
+// each in its own savepoint; only the events that fail alone are
+// dead-lettered. The handler must therefore give the same outcome for an
+// event whether it sees it alone or among others.
+type BatchHandler func(ctx context.Context, tx pgx.Tx, evs []Event) error
+
 // Mux routes events to handlers by event_type. Types it has no handler for
 // are recorded as processed and skipped: a consumer of a shared topic ignores
 // the types it does not care about, and that is not a poison record.
