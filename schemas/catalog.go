@@ -44,6 +44,7 @@ var (
 // Entry is one event type of the catalog.
 type Entry struct {
 	Type          string `json:"-"`
+	AggregateType string `json:"aggregate_type"` // the aggregate its events belong to; the type's prefix when empty
 	Topic         string `json:"topic"`
 	KeyField      string `json:"key_field"`     // field of data whose value is the partition key
 	Encoding      string `json:"encoding"`      // json or avro
@@ -109,6 +110,9 @@ func Load(fsys fs.FS) (*Catalog, error) {
 		}
 		if e.Compatibility == "" {
 			e.Compatibility = Backward
+		}
+		if e.AggregateType == "" {
+			e.AggregateType, _, _ = strings.Cut(typ, ".")
 		}
 		if e.Topic == "" || e.KeyField == "" {
 			return nil, fmt.Errorf("catalog entry %s: topic and key_field are required", typ)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +22,8 @@ const NotifyChannel = "concord_outbox"
 type Event struct {
 	Type          string            // catalog event type, e.g. "order.created"
 	Version       int               // 0 means the catalog's latest version
+	AggregateType string            // "" means the catalog's aggregate type for Type
+	Topic         string            // "" means the catalog's topic; set it to route to a prefixed topic (tests, side-by-side runs)
 	AggregateID   string            // "" means the partition key
 	CorrelationID string            // "" means the aggregate id (the saga is the aggregate's)
 	CausationID   string            // event id of the event that caused this one, if any
@@ -36,8 +37,8 @@ type Event struct {
 var ErrInvalidEvent = errors.New("invalid event")
 
 // Append validates ev against the schema catalog, fills event_id (UUIDv7),
-// timestamp, aggregate_type (the type's prefix: "order" for
-// "order.created"), topic and partition key (from the catalog), inserts the
+// timestamp, aggregate_type, topic and partition key (from the catalog,
+// unless the event names them), inserts the
 // row with tx and NOTIFYs the relay (delivered when tx commits).
 //
 // An invalid event is a programming error: Append returns an error wrapping
@@ -126,17 +127,24 @@ func Prepare(ev Event) (schemas.Envelope, Record, error) {
 		EventType:     ev.Type,
 		EventVersion:  version,
 		Timestamp:     time.Now().UTC(),
-		AggregateType: AggregateType(ev.Type),
+		AggregateType: ev.AggregateType,
 		AggregateID:   ev.AggregateID,
 		CorrelationID: ev.CorrelationID,
 		CausationID:   ev.CausationID,
 		Data:          data,
+	}
+	if env.AggregateType == "" {
+		env.AggregateType = entry.AggregateType
 	}
 	if env.AggregateID == "" {
 		env.AggregateID = key
 	}
 	if env.CorrelationID == "" {
 		env.CorrelationID = env.AggregateID
+	}
+	topic := ev.Topic
+	if topic == "" {
+		topic = entry.Topic
 	}
 	payload, err := env.Marshal()
 	if err != nil {
@@ -151,21 +159,12 @@ func Prepare(ev Event) (schemas.Envelope, Record, error) {
 		AggregateID:   env.AggregateID,
 		PartitionKey:  key,
 		KeyHash:       KeyHash(key),
-		Topic:         entry.Topic,
+		Topic:         topic,
 		EventType:     ev.Type,
 		EventVersion:  version,
 		Payload:       payload,
 		Headers:       ev.Headers,
 	}, nil
-}
-
-// AggregateType is the aggregate an event type belongs to: the part before
-// the first dot ("order" for "order.created").
-func AggregateType(eventType string) string {
-	if i := strings.IndexByte(eventType, '.'); i > 0 {
-		return eventType[:i]
-	}
-	return eventType
 }
 
 // KeyHash is the 31-bit FNV-1a hash of a partition key stored with each row.

@@ -198,3 +198,28 @@ func TestRetryAndSkipOnlyTouchParkedRows(t *testing.T) {
 		t.Fatalf("after retry: attempts %d parked_at %v", attempts, parkedAt)
 	}
 }
+
+// Saga events of other prefixes belong to the order aggregate: the catalog,
+// not the type's prefix, decides, and the event may route to another topic.
+func TestAppendTakesTheAggregateTypeFromTheCatalogAndHonoursATopicOverride(t *testing.T) {
+	pool := newDB(t)
+	ctx := context.Background()
+	orderID := uuid.NewString()
+	var env schemas.Envelope
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		env, err = outbox.Append(ctx, tx, outbox.Event{Type: "payment.processed", Topic: "run42.payment-events", Data: map[string]any{
+			"order_id": orderID, "payment_id": "pay_1", "provider_payment_id": "pi_1", "amount": 100, "currency": "EUR"}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.AggregateType != "order" {
+		t.Fatalf("aggregate type %q, want the catalog's order", env.AggregateType)
+	}
+	var topic string
+	if err := pool.QueryRow(ctx, `select topic from outbox where event_id = $1`, env.EventID).Scan(&topic); err != nil || topic != "run42.payment-events" {
+		t.Fatalf("topic %q (%v), want the override", topic, err)
+	}
+}
