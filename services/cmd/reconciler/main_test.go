@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/concordhq/concord/infra/kit"
+)
+
+func TestHealWindow(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		since, until string
+		from, to     time.Time
+		bad          bool
+	}{
+		{since: "72h", from: now.Add(-72 * time.Hour), to: now},
+		{since: "2026-11-28T00:00:00Z", until: "2026-11-29T00:00:00Z",
+			from: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), to: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)},
+		{since: "2h", until: "1h", from: now.Add(-2 * time.Hour), to: now.Add(-time.Hour)},
+		{bad: true},                           // --since missing
+		{since: "yesterday", bad: true},       // neither time nor duration
+		{since: "1h", until: "2h", bad: true}, // until before since
+		{since: "-1h", bad: true},             // a window in the future
+	}
+	for _, c := range cases {
+		from, to, err := window(c.since, c.until, now)
+		if c.bad {
+			if err == nil {
+				t.Errorf("window(%q, %q) = %v..%v, want an error", c.since, c.until, from, to)
+			}
+			continue
+		}
+		if err != nil || !from.Equal(c.from) || !to.Equal(c.to) {
+			t.Errorf("window(%q, %q) = %v..%v, %v; want %v..%v", c.since, c.until, from, to, err, c.from, c.to)
+		}
+	}
+}
+
+// TestBadUsageIsAUsageError: mistakes on the command line exit 2 with a
+// reason before anything is opened.
+func TestBadUsageIsAUsageError(t *testing.T) {
+	t.Setenv("PAYMENTS_DATABASE_URL", "")
+	t.Setenv("PROVIDER_API_KEY", "")
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"no command":           run(ctx, nil),
+		"unknown command":      run(ctx, []string{"reconcile"}),
+		"resolve without note": findings(ctx, []string{"resolve", "7"}, io.Discard),
+		"resolve without id":   findings(ctx, []string{"resolve"}, io.Discard),
+		"show a non-id":        findings(ctx, []string{"show", "abc"}, io.Discard),
+		"unknown findings op":  findings(ctx, []string{"delete", "7"}, io.Discard),
+		"heal without since":   runCommand(ctx, "heal", nil, io.Discard),
+		"status without db":    runCommand(ctx, "status", nil, io.Discard),
+		"once without key":     runCommand(ctx, "once", []string{"--database-url", "postgres://x"}, io.Discard),
+	} {
+		if !errors.As(err, new(kit.UsageError)) {
+			t.Errorf("%s: %v, want a usage error", name, err)
+		}
+	}
+}
