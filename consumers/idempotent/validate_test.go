@@ -148,6 +148,21 @@ func mutations(t *testing.T, raw []byte) [][]byte {
 		}
 	}
 	walk(root, func(nv any) { root = nv }, nil)
+	// Spellings json.Marshal never produces: escapes, bad UTF-8, number
+	// forms, repeated names, whitespace, trailing bytes.
+	canon, _ := json.Marshal(root)
+	for _, r := range [][2]string{
+		{`"EUR"`, `"\u0045UR"`}, {`"EUR"`, `"E\u00dcR"`}, {`"EUR"`, `"EU\ud800"`}, {`"EUR"`, `"EU\ud83d\ude00"`},
+		{`"EUR"`, "\"EU\xff\""}, {`"EUR"`, `"E\/R"`}, {`"EUR"`, `"E\tR"`}, {`"EUR"`, "\"E\tR\""}, {`"EUR"`, `"E\qR"`},
+		{`"currency":"EUR"`, `"currency":"eur","currency":"EUR"`}, {`"currency":"EUR"`, `"currency":"EUR","currency":"eur"`},
+		{`:1`, `:01`}, {`:1`, `:-0`}, {`:1`, `:1E0`}, {`:1`, `:1e+0`}, {`:1`, `:1.`}, {`:1`, `: 1 `}, {`:1`, `:-`},
+		{`,"`, " ,\n\t\r\""}, {`true`, `tru`}, {`{`, `{ `},
+	} {
+		if m := bytes.Replace(canon, []byte(r[0]), []byte(r[1]), 1); !bytes.Equal(m, canon) {
+			out = append(out, m)
+		}
+	}
+	out = append(out, append(append([]byte(nil), canon...), " x"...), append(append([]byte(nil), canon...), '}'))
 	out = append(out, []byte(`{`), []byte(`[]`), []byte(fmt.Sprintf("%q", "x")))
 	return out
 }
