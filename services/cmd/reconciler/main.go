@@ -27,6 +27,7 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/services/internal/sagaevent"
 	paymentpg "github.com/concordhq/concord/services/payment/postgres"
 	stripegw "github.com/concordhq/concord/services/payment/stripe"
 	"github.com/concordhq/concord/services/reconciler"
@@ -87,6 +88,7 @@ type common struct {
 	healWin  *time.Duration
 	since    *string
 	until    *string
+	prefix   *string
 }
 
 func flags(cmd string) *common {
@@ -108,6 +110,7 @@ func flags(cmd string) *common {
 	c.list = fs.Bool("list-verification", "RECONCILER_LIST_VERIFICATION", true, "verify up to 100 rows per call by listing the provider's payments by creation window")
 	c.skew = fs.Duration("list-skew", "RECONCILER_LIST_SKEW", reconciler.DefaultListSkew, "widening of the creation window on both sides")
 	c.conc = fs.Int("concurrency", "RECONCILER_CONCURRENCY", reconciler.DefaultConcurrency, "per-row provider calls in flight")
+	c.prefix = fs.String("topic-prefix", "CONCORD_TOPIC_PREFIX", "", "prefix of the payment-commands topic (match payment-svc's --topic-prefix)")
 	switch cmd {
 	case "run":
 		c.idle = fs.Duration("interval", "RECONCILER_INTERVAL", time.Minute, "pause between cycles")
@@ -203,6 +206,9 @@ func runCommand(ctx context.Context, cmd string, args []string, out io.Writer) e
 		return err
 	}
 	defer d.pool.Close()
+	if c.prefix != nil {
+		ctx = sagaevent.WithTopicPrefix(ctx, *c.prefix)
+	}
 	switch cmd {
 	case "status":
 		st, err := d.store.Status(ctx)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/concordhq/concord/infra/pgmigrate"
 	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/services/internal/sagaevent"
 	"github.com/concordhq/concord/services/reconciler"
 )
 
@@ -241,7 +242,9 @@ func openFinding(ctx context.Context, tx pgx.Tx, source reconciler.Source, r rec
 	if cmd == nil {
 		return true, false, nil
 	}
-	env, err := outbox.Append(ctx, tx, outbox.Event{
+	// sagaevent adds the topic prefix of ctx (--topic-prefix), so commands
+	// land where a side-by-side payment-svc consumes them.
+	env, err := sagaevent.Append(ctx, tx, outbox.Event{
 		Type:          string(d.Command),
 		AggregateID:   strconv.FormatInt(r.Row.PaymentID, 10),
 		CorrelationID: r.Row.OrderID,

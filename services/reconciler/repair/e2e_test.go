@@ -19,6 +19,7 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
 	"github.com/concordhq/concord/schemas"
+	"github.com/concordhq/concord/services/internal/sagaevent"
 	"github.com/concordhq/concord/services/order"
 	orderkafka "github.com/concordhq/concord/services/order/kafka"
 	orderpg "github.com/concordhq/concord/services/order/postgres"
@@ -44,7 +45,13 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 	defer cancel()
 	kafka := testkit.NewKafka(t)
 	adm := kafka.Admin(t)
-	for _, topic := range []string{repair.Topic, "payment-events"} {
+	// A topic prefix of its own keeps this run apart from others on the
+	// shared broker, as --topic-prefix does for the binaries.
+	prefix := testkit.UniqueName(t, "e2e") + "."
+	ctx = sagaevent.WithTopicPrefix(ctx, prefix)
+	topics := []string{prefix + repair.Topic, prefix + "payment-events"}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topics...) })
+	for _, topic := range topics {
 		if _, err := adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			t.Fatalf("create topic %s: %v", topic, err)
 		}
@@ -140,13 +147,13 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("relay", relay.Run)
-	commands, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "payment-svc"), Topics: []string{repair.Topic},
+	commands, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "payment-svc"), Topics: []string{prefix + repair.Topic},
 		Pool: payments, Kafka: kcfg, Handler: repair.Handlers().Handle})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run("payment commands", commands.Run)
-	orderEvents, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "order-svc"), Topics: []string{"payment-events"},
+	orderEvents, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "order-svc"), Topics: []string{prefix + "payment-events"},
 		Pool: orders, Kafka: kcfg, Handler: orderkafka.Handlers().Handle})
 	if err != nil {
 		t.Fatal(err)
