@@ -12,7 +12,7 @@ BIN := $(CURDIR)/bin
 # Loads the stack's addresses into the recipe's environment.
 STACK := set -a; . $(CURDIR)/.local/stack.env; set +a;
 
-.PHONY: help build up down status test test-unit lint demo bench bench-relay bench-consumer clean-local schema-check
+.PHONY: help build up down status test test-unit lint demo bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -55,10 +55,17 @@ schema-check: ## schema lint and compatibility review against the merge base / p
 	cd schemas && go run ./cmd/schemactl lint
 	cd schemas && go run ./cmd/schemactl check --base "$(SCHEMA_BASE)"
 
-demo: up build ## the main job: run the pipeline on the real stack and print a summary
+demo: up build ## the main job: run the saga with provider faults, reconcile, check the invariants
 	$(STACK) $(BIN)/demo
 
-bench: bench-relay bench-consumer ## all benchmarks, each printing its same-run baseline
+bench-saga: up build ## saga throughput and order-to-terminal latency, no provider faults
+	$(STACK) $(BIN)/demo --bench --orders 2000 --rate 100
+	$(STACK) $(BIN)/demo --bench --orders 3000 --rate 400 --concurrency 64
+
+bench-reconciler: up ## reconciler: full cycle over 100k payments at the provider's 25 req/s, per-row vs list-based
+	$(STACK) go test -run '^$$' -bench BenchmarkReconcilerCycle -benchtime 1x -timeout 30m ./services/reconciler/postgres/
+
+bench: bench-relay bench-consumer bench-saga bench-reconciler ## all benchmarks, each printing its same-run baseline
 
 bench-relay: up ## outbox relay: events/s, commit-to-ack p50/p99 at 2,000/s, same-run Kafka and DB ceilings
 	$(STACK) cd relay && go run ./cmd/relay-bench
