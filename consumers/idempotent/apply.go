@@ -35,8 +35,8 @@ type deadLetter struct {
 // the batch is committed then.
 //
 // The fast path records all events of the batch with one multi-row INSERT …
-// ON CONFLICT DO NOTHING RETURNING event_id and calls the handlers of the
-// new ones without savepoints. Only if a handler fails permanently is the
+// ON CONFLICT DO NOTHING RETURNING event_id and calls the handler of each
+// new one without savepoints (a BatchHandler once, with all of them). Only if a handler fails permanently is the
 // transaction rolled back and the batch redone on the careful path, which
 // wraps each record (its dedupe row and its handler) in a savepoint so that
 // rolling back the failed record leaves the others' effects intact. The
