@@ -1,13 +1,17 @@
 // Command payment-svc is the saga's payment service: it stores a payment
 // intent for every reservation, charges it through the provider gateway
 // (stripe-go, pointed at Stripe or provider-sim), takes the provider's
-// webhooks, and refunds payments whose order was cancelled.
+// webhooks, refunds payments whose order was cancelled, and applies the
+// reconciler's repair commands through the same canonical writer.
 package main
 
 import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/internal/svc"
 	"github.com/concordhq/concord/services/payment/charger"
@@ -15,6 +19,8 @@ import (
 	"github.com/concordhq/concord/services/payment/kafka"
 	"github.com/concordhq/concord/services/payment/postgres"
 	stripegw "github.com/concordhq/concord/services/payment/stripe"
+	reconcilerpg "github.com/concordhq/concord/services/reconciler/postgres"
+	"github.com/concordhq/concord/services/reconciler/repair"
 )
 
 func main() { kit.Main("payment-svc", run) }
@@ -26,7 +32,7 @@ func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
 		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
-		Topics: kafka.Topics, Handlers: kafka.Handlers(), Migrate: postgres.Migrate,
+		Topics: append(append([]string{}, kafka.Topics...), repair.Topic), Handlers: handlers(), Migrate: migrate,
 		Flags: func(fs *kit.FlagSet) {
 			apiKey = fs.String("provider-api-key", "PROVIDER_API_KEY", "", "provider secret key (sk_test_…)")
 			baseURL = fs.String("provider-url", "PROVIDER_URL", "", "provider API base URL (empty: Stripe itself)")
@@ -59,4 +65,23 @@ func run(ctx context.Context, args []string) error {
 			return []func(context.Context) error{ch.Run}, nil
 		},
 	})
+}
+
+// handlers are the saga's events plus the reconciler's repair commands,
+// which resolve their findings in the consumer's transaction.
+func handlers() idempotent.Mux {
+	h := kafka.Handlers()
+	for typ, f := range repair.Handlers() {
+		h[typ] = f
+	}
+	return h
+}
+
+// migrate applies the payments schema, then the reconciler's tables: the
+// repair handler resolves findings, and those reference payments.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	return reconcilerpg.Migrate(ctx, pool)
 }
