@@ -1,11 +1,12 @@
 // Command demo runs Concord's order / inventory / payment saga end to end on
 // the real local stack: fresh databases and topics, provider-sim with
 // moderate faults, the three services (each with its in-process outbox
-// relay), a burst of orders over scarce stock, then a summary with the
-// saga's invariants checked. It exits 0 only when every check passes.
+// relay), the reconciler, a burst of orders over scarce stock, then a
+// summary with the saga's invariants and the reconciler's drift checked. It
+// exits 0 only when every check passes.
 //
-// With --bench it runs the same pipeline without faults, declines or stock
-// pressure at a fixed offered rate and prints throughput and
+// With --bench it runs the same pipeline without faults, declines, stock
+// pressure or reconciler at a fixed offered rate and prints throughput and
 // order-to-terminal latency.
 package main
 
@@ -35,6 +36,8 @@ type config struct {
 	declineShare               float64
 	faults                     string
 	bound, stuckAfter, recheck time.Duration
+	reconcileEvery             time.Duration
+	reconcileGrace             time.Duration
 	bench                      bool
 	keepRunning                bool
 	seed                       int
@@ -46,7 +49,7 @@ func run(ctx context.Context, args []string) error {
 	kf := kit.AddKafkaFlags(fs)
 	exe, _ := os.Executable()
 	var c config
-	fs.StringVar(&c.binDir, "bin-dir", filepath.Dir(exe), "directory holding provider-sim, order-svc, inventory-svc, payment-svc")
+	fs.StringVar(&c.binDir, "bin-dir", filepath.Dir(exe), "directory holding provider-sim, order-svc, inventory-svc, payment-svc, reconciler")
 	logDir := fs.String("log-dir", "DEMO_LOG_DIR", ".local/demo", "where the processes' logs go")
 	admin := fs.String("postgres-url", "CONCORD_POSTGRES_URL", "", "admin URL of the PostgreSQL server (databases are dropped and recreated)")
 	ordersDB := fs.String("orders-database-url", "ORDERS_DATABASE_URL", "", "order-svc database (recreated)")
@@ -58,11 +61,18 @@ func run(ctx context.Context, args []string) error {
 	fs.Float64Var(&c.rate, "rate", 100, "orders per second offered")
 	fs.IntVar(&c.concurrency, "concurrency", 32, "order requests in flight")
 	fs.Float64Var(&c.declineShare, "decline-share", 0.08, "share of orders paid with a card the provider declines")
-	fs.StringVar(&c.faults, "faults", "5xx-rate=0.05,webhook-drop-rate=0.08,webhook-duplicate-rate=0.1,webhook-reorder-rate=0.05,processing-rate=0.05,processing-delay=2s",
+	// A fifth of the payments stay processing for 2s and settle only by
+	// webhook; a tenth of the webhooks are dropped, so some payments stay
+	// pending until the reconciler finds them.
+	fs.StringVar(&c.faults, "faults", "5xx-rate=0.05,webhook-drop-rate=0.1,webhook-duplicate-rate=0.1,webhook-reorder-rate=0.05,processing-rate=0.2,processing-delay=2s",
 		"provider-sim fault knobs, name=value comma-separated")
 	fs.DurationVar(&c.bound, "terminal-bound", 90*time.Second, "every order must be terminal within this long of its creation")
 	fs.DurationVar(&c.stuckAfter, "stuck-after", 45*time.Second, "order-svc cancels orders not terminal after this long")
-	fs.DurationVar(&c.recheck, "recheck-pending-after", 3*time.Second, "payment-svc reads a processing payment from the provider after this long without a webhook")
+	fs.DurationVar(&c.recheck, "recheck-pending-after", 0,
+		"payment-svc reads a processing payment from the provider after this long without a webhook (0: off, the reconciler heals dropped webhooks)")
+	fs.DurationVar(&c.reconcileEvery, "reconcile-every", 2*time.Second, "pause between the reconciler's full cycles")
+	fs.DurationVar(&c.reconcileGrace, "reconcile-grace", 5*time.Second,
+		"the reconciler leaves payments changed more recently alone (longer than a webhook normally takes)")
 	fs.BoolVar(&c.bench, "bench", false, "benchmark: no faults, no declines, ample stock; print throughput and latency")
 	fs.BoolVar(&c.keepRunning, "keep-running", false, "leave the services running after the summary until Ctrl-C")
 	fs.IntVar(&c.seed, "seed", 1, "seed of the order mix and the provider's faults")
@@ -81,7 +91,7 @@ func run(ctx context.Context, args []string) error {
 		c.faults, c.declineShare = "", 0
 		c.stock = 1_000_000
 	}
-	for _, name := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc"} {
+	for _, name := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler"} {
 		if _, err := os.Stat(filepath.Join(c.binDir, name)); err != nil {
 			return fmt.Errorf("%s not found in %s: run `make build` first", name, c.binDir)
 		}

@@ -27,6 +27,7 @@ const (
 type running struct {
 	procs                         []*proc
 	orderURL, invURL, payURL, sim string
+	recURL                        string // empty when no reconciler runs (--bench)
 	pools                         map[string]*pgxpool.Pool
 	adm                           *kadm.Client
 	groups                        []string
@@ -64,6 +65,9 @@ func demo(ctx context.Context, c config) error {
 	}
 	step("provider-sim %s (faults: %s)", r.sim, orNone(c.faults))
 	step("order-svc %s  inventory-svc %s  payment-svc %s  (logs in %s)", r.orderURL, r.invURL, r.payURL, c.logDir)
+	if r.recURL != "" {
+		step("reconciler %s (a full cycle every %s)", r.recURL, c.reconcileEvery)
+	}
 
 	initial, err := seedStock(ctx, r.invURL, c)
 	if err != nil {
@@ -100,11 +104,12 @@ Where to look next (the services stop when the demo ends; add --keep-running to 
   stock          curl -s %[2]s/stock | jq '.stock[:3]'
   metrics        curl -s %[3]s/metrics | grep -E 'payment_|concord_'
   provider       curl -s %[4]s/__admin/stats | jq
+  reconciler     PAYMENTS_DATABASE_URL='%[6]s' %[9]s/reconciler findings list --all
   databases      psql '%[5]s' -c 'select status, reason, count(*) from orders group by 1, 2'
                  psql '%[6]s' -c 'select status, count(*), sum(amount) from payments group by 1'
                  psql '%[7]s' -c 'select * from stock order by sku limit 5'
   logs           %[8]s/*.log
-`, r.orderURL, r.invURL, r.payURL, r.sim, c.dbURLs["order-svc"], c.dbURLs["payment-svc"], c.dbURLs["inventory-svc"], c.logDir)
+`, r.orderURL, r.invURL, r.payURL, r.sim, c.dbURLs["order-svc"], c.dbURLs["payment-svc"], c.dbURLs["inventory-svc"], c.logDir, c.binDir)
 	if c.keepRunning {
 		fmt.Println("\nservices keep running; Ctrl-C stops them")
 		<-ctx.Done()
@@ -169,7 +174,7 @@ func deleteOldDemoTopics(ctx context.Context, c config) error {
 func startAll(ctx context.Context, c config) (*running, error) {
 	r := &running{pools: map[string]*pgxpool.Pool{}}
 	ports := map[string]int{}
-	for _, n := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc"} {
+	for _, n := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler"} {
 		p, err := freePort()
 		if err != nil {
 			return r, err
@@ -233,7 +238,10 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		}
 		r.pools[s.name] = pool
 	}
-	return r, nil
+	if c.bench {
+		return r, nil
+	}
+	return r, startReconciler(ctx, r, c, ports["reconciler"])
 }
 
 func seedStock(ctx context.Context, invURL string, c config) (map[string]int64, error) {

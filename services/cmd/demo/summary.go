@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/services/internal/loadgen"
 	stripegw "github.com/concordhq/concord/services/payment/stripe"
 )
@@ -148,9 +149,14 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 		resp.Body.Close()
 	}
 	webhookDupes := count(ctx, r, "payment-svc", `select coalesce(sum(deliveries - 1), 0) from provider_events`)
-	kafkaDupes := int64(0)
+	// Every record a consumer took, by the runner's outcome label: a
+	// duplicate is a redelivery (rebalance, restart) that dedupe turned
+	// into a no-op.
+	consumed := map[string]int64{}
 	for _, u := range []string{r.orderURL, r.invURL, r.payURL} {
-		kafkaDupes += scrape(u+"/metrics", "concord_consumer_events_total", `duplicate`)
+		for outcome, n := range scrapeBy(u+"/metrics", "concord_consumer_events_total", "outcome") {
+			consumed[outcome] += n
+		}
 	}
 	fmt.Println("  faults and how they were absorbed")
 	fmt.Printf("    %-34s %5d\n", "provider 5xx / 429 answers", stats["injected_5xx"]+stats["injected_429"]+stats["rate_limited"])
@@ -158,15 +164,27 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 	fmt.Printf("    %-34s %5d\n", "webhooks duplicated by the provider", stats["webhooks_duplicated"])
 	fmt.Printf("    %-34s %5d\n", "webhooks reordered / delayed", stats["webhooks_reordered"]+stats["webhooks_delayed"])
 	fmt.Printf("    %-34s %5d\n", "duplicate webhooks absorbed", webhookDupes)
-	fmt.Printf("    %-34s %5d\n", "duplicate Kafka records absorbed", kafkaDupes)
+	fmt.Printf("    %-34s %5d (of %d records consumed)\n", "duplicate Kafka records absorbed", consumed[idempotent.OutcomeDuplicate],
+		consumed[idempotent.OutcomeApplied]+consumed[idempotent.OutcomeDuplicate]+consumed[idempotent.OutcomeDeadLettered])
+	fmt.Printf("    %-34s %5d\n", "records dead-lettered", consumed[idempotent.OutcomeDeadLettered])
 	fmt.Printf("    %-34s %5d\n", "payments retried after no answer", count(ctx, r, "payment-svc", `select count(*) from payments where attempts > 1`))
-	fmt.Printf("    %-34s %5d\n", "payments settled by polling", count(ctx, r, "payment-svc", `select count(*) from payment_transitions where source = 'get'`))
+	if c.recheck > 0 {
+		fmt.Printf("    %-34s %5d\n", "payments settled by polling", count(ctx, r, "payment-svc", `select count(*) from payment_transitions where source = 'get'`))
+	}
 	fmt.Printf("    %-34s %5d\n", "payments settled by webhook", count(ctx, r, "payment-svc", `select count(*) from payment_transitions where source like 'webhook:%'`))
+	fmt.Printf("    %-34s %5d\n", "payments settled by the reconciler", count(ctx, r, "payment-svc", `select count(*) from payment_transitions where source like 'reconciler:%'`))
 	fmt.Printf("    %-34s %5d\n", "refunds of cancelled orders", count(ctx, r, "payment-svc", `select count(*) from payments where status = 'refunded'`))
 
 	checks, err := invariants(ctx, r, c, initial)
 	if err != nil {
 		return false, err
+	}
+	if r.recURL != "" {
+		rc, err := reconcilerSummary(ctx, r, c)
+		if err != nil {
+			return false, err
+		}
+		checks = append(checks, rc...)
 	}
 	fmt.Println("\nInvariants")
 	all := true
@@ -184,24 +202,32 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 	return all, nil
 }
 
-// scrape sums the samples of a counter whose labels contain match.
-func scrape(url, metric, match string) int64 {
+// scrapeBy sums the samples of a metric by the value of one label.
+func scrapeBy(url, metric, label string) map[string]int64 {
+	out := map[string]int64{}
 	resp, err := http.Get(url)
 	if err != nil {
-		return 0
+		return out
 	}
 	defer resp.Body.Close()
-	var total int64
 	sc := bufio.NewScanner(resp.Body)
+	key := label + `="`
 	for sc.Scan() {
 		l := sc.Text()
-		if strings.HasPrefix(l, metric+"{") && strings.Contains(l, match) {
-			f := strings.Fields(l)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			total += int64(v)
+		labels, ok := strings.CutPrefix(l, metric+"{")
+		if !ok {
+			continue
 		}
+		_, v, ok := strings.Cut(labels, key)
+		if !ok {
+			continue
+		}
+		value, _, _ := strings.Cut(v, `"`)
+		f := strings.Fields(l)
+		n, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		out[value] += int64(n)
 	}
-	return total
+	return out
 }
 
 func invariants(ctx context.Context, r *running, c config, initial map[string]int64) ([]check, error) {
