@@ -13,6 +13,16 @@ import (
 	"github.com/jackc/tern/v2/migrate"
 )
 
+// ApplyDir is Apply for migrations kept in a directory of an embedded file
+// system (//go:embed migrations/*.sql), the layout every component uses.
+func ApplyDir(ctx context.Context, pool *pgxpool.Pool, versionTable string, fsys fs.FS, dir string) error {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", versionTable, err)
+	}
+	return Apply(ctx, pool, versionTable, sub)
+}
+
 // lockKey serialises migrations of every component in a database: two
 // processes starting at once must not both create a version table.
 const lockKey = 0x636f6e636f7264 // "concord"
