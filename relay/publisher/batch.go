@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,13 +19,23 @@ import (
 // failed in the same batch.
 var errHeldBack = errors.New("held back behind an earlier failed row of its key")
 
-// selectBatch locks the next due rows of the given shards in id order. A row
-// whose key has an earlier row failing (in backoff or parked) is left out
-// here, so a blocked key's backlog cannot fill the batches of the others;
-// Sendable then checks the rest of the guard.
+// selectBatch locks the next due rows of the given shards in id order and,
+// in the same statement, reads the guard: every pending row of the batch's
+// keys that is not in the batch and comes before the key's last row in it
+// (locked by another transaction, in backoff, parked). It returns the batch
+// rows first (candidate true, in id order), then the guard rows with only id
+// and partition_key set. One statement instead of a lock query and a guard
+// query saves a round trip per batch, and the guard is an index-only probe
+// of outbox_pending_key per key, so it costs the same however long the
+// backlog is.
+//
+// A row whose key has an earlier row failing (in backoff or parked) is left
+// out of the batch, so a blocked key's backlog cannot fill the batches of
+// the others; Sendable then applies the rest of the guard.
 const selectBatch = `
-select o.id, o.event_id::text, o.partition_key, o.topic, o.event_type, o.event_version,
-       o.payload::text, o.headers, o.created_at, o.attempts
+with batch as materialized (
+select o.id, o.event_id, o.partition_key, o.topic, o.event_type, o.event_version,
+       o.payload, o.headers, o.created_at, o.attempts
   from outbox o
  where o.published_at is null and o.skipped_at is null and o.parked_at is null
    and (o.next_attempt_at is null or o.next_attempt_at <= now())
@@ -36,15 +47,19 @@ select o.id, o.event_id::text, o.partition_key, o.topic, o.event_type, o.event_v
           and (f.parked_at is not null or f.next_attempt_at > now()))
  order by o.id
  limit $3
- for update of o skip locked`
-
-// selectPending reads every pending row of the batch's keys up to its last
-// id, locked or not: the other half of the per-key guard.
-const selectPending = `
-select partition_key, id from outbox
- where published_at is null and skipped_at is null
-   and partition_key = any($1::text[]) and id <= $2
- order by partition_key, id`
+ for update of o skip locked),
+batch_keys as (select partition_key, max(id) as last_id from batch group by partition_key)
+select * from (
+  select true as candidate, b.id, b.event_id::text, b.partition_key, b.topic, b.event_type, b.event_version,
+         b.payload::text, b.headers, b.created_at, b.attempts
+    from batch b
+  union all
+  select false, p.id, null, p.partition_key, null, null, null, null, null, null, null
+    from batch_keys k join outbox p on p.partition_key = k.partition_key and p.id < k.last_id
+   where p.published_at is null and p.skipped_at is null
+     and not exists (select 1 from batch b where b.id = p.id)
+) r
+order by candidate desc, id`
 
 const markPublished = `update outbox set published_at = now() where id = any($1::bigint[])`
 
@@ -74,179 +89,251 @@ type batchResult struct {
 	locked, sent, published, failed int
 }
 
+// flight is a batch whose records are with the producer: its transaction
+// holds the row locks until every record has its answer and the rows are
+// marked.
+type flight struct {
+	tx     pgx.Tx
+	ctx    context.Context
+	cancel context.CancelFunc
+	start  time.Time
+	locked int
+	rows   []row   // produced rows, in id order
+	errs   []error // one per row, complete once wait returns
+	wait   func()
+}
+
+// runWorker runs batches over the worker's shards until ctx is done. When
+// the pool has room (see Relay.pipelined), batches overlap: batch N+1 is
+// locked and produced while batch N waits for its acks, and N is settled
+// (marked, committed) after that. Order needs nothing more: N's rows are
+// still locked and unmarked while N+1 is read, so SKIP LOCKED leaves them
+// out and the guard holds back every later row of their keys until N is
+// committed; rows of different keys have no order to keep.
 func (r *Relay) runWorker(ctx context.Context, i int) {
 	errWait := r.cfg.BackoffMin
-	for ctx.Err() == nil {
-		shards := r.owner.shardsFor(i, r.cfg.Workers)
-		if len(shards) == 0 {
-			r.sleep(ctx, i, r.cfg.PollInterval)
-			continue
+	var inFlight *flight
+	defer func() {
+		// Drain: the last batch's acks are waited for and its rows marked,
+		// whatever ctx says.
+		if inFlight != nil {
+			if _, err := r.settle(inFlight); err != nil {
+				r.log.Warn("outbox batch failed while draining", "worker", i, "err", err)
+			}
 		}
-		res, err := r.batch(ctx, shards)
+	}()
+	for ctx.Err() == nil {
+		var next *flight
+		var res batchResult
+		var err error
+		if shards := r.owner.shardsFor(i, r.cfg.Workers); len(shards) > 0 {
+			next, res, err = r.start(ctx, shards)
+		}
+		if inFlight != nil {
+			done, serr := r.settle(inFlight)
+			inFlight = nil
+			if serr != nil {
+				err = errors.Join(err, serr)
+			}
+			res.published += done.published
+			res.failed += done.failed
+		}
+		if next != nil && !r.pipelined {
+			done, serr := r.settle(next)
+			next = nil
+			if serr != nil {
+				err = errors.Join(err, serr)
+			}
+			res.published += done.published
+			res.failed += done.failed
+		}
+		inFlight = next
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("outbox batch failed; retrying", "worker", i, "err", err, "retry_in", errWait)
 			}
-			r.sleep(ctx, -1, errWait)
+			if inFlight == nil {
+				r.sleep(ctx, -1, errWait)
+			}
 			errWait = min(errWait*2, 5*time.Second)
 			continue
 		}
 		errWait = r.cfg.BackoffMin
-		if res.published > 0 || res.failed > 0 {
+		if inFlight != nil || res.published > 0 || res.failed > 0 {
 			continue // progress: more may be due right away
 		}
 		r.sleep(ctx, i, r.cfg.PollInterval)
 	}
 }
 
-// batch runs one select → produce → wait for every answer → mark → commit
-// cycle over the given shards. Once rows are locked it ignores ctx: a
-// SIGTERM lets the batch finish (acks waited for, rows marked) so the drain
-// does not produce duplicates.
-func (r *Relay) batch(ctx context.Context, shards []int32) (res batchResult, err error) {
+// start locks the next batch of the given shards, decides which rows may be
+// produced and hands them to the producer without waiting for the answers.
+// It returns nil when nothing was sendable (the transaction is then already
+// committed). Once rows are locked it ignores ctx: a SIGTERM lets the batch
+// finish (acks waited for, rows marked) so the drain does not produce
+// duplicates.
+func (r *Relay) start(ctx context.Context, shards []int32) (*flight, batchResult, error) {
+	var res batchResult
 	if err := ctx.Err(); err != nil {
-		return res, err
+		return nil, res, err
 	}
-	start := time.Now()
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.DeliveryTimeout+time.Minute)
-	defer cancel()
-	tx, err := r.cfg.Pool.Begin(bctx)
+	f := &flight{start: time.Now()}
+	f.ctx, f.cancel = context.WithTimeout(context.WithoutCancel(ctx), r.cfg.DeliveryTimeout+time.Minute)
+	tx, err := r.cfg.Pool.Begin(f.ctx)
 	if err != nil {
-		return res, fmt.Errorf("begin: %w", err)
+		f.cancel()
+		return nil, res, fmt.Errorf("begin: %w", err)
 	}
-	defer tx.Rollback(bctx) //nolint:errcheck // no-op after commit
-
-	rows, err := r.lockBatch(bctx, tx, shards)
+	f.tx = tx
+	rows, pending, err := lockBatch(f.ctx, tx, r.cfg.Shards, shards, r.cfg.BatchSize)
 	if err != nil || len(rows) == 0 {
-		return res, err
+		f.abort()
+		return nil, res, err
 	}
-	res.locked = len(rows)
+	f.locked, res.locked = len(rows), len(rows)
 
-	keys := make([]string, 0, len(rows))
-	seen := make(map[string]bool, len(rows))
 	cands := make([]Candidate, len(rows))
 	for i, rw := range rows {
 		cands[i] = Candidate{ID: rw.id, Key: rw.key}
-		if !seen[rw.key] {
-			seen[rw.key] = true
-			keys = append(keys, rw.key)
-		}
-	}
-	pending, err := readPending(bctx, tx, keys, rows[len(rows)-1].id)
-	if err != nil {
-		return res, err
 	}
 	ok := Sendable(cands, pending)
-	var send []row
 	for i, rw := range rows {
 		if ok[i] {
-			send = append(send, rw)
+			f.rows = append(f.rows, rw)
 		}
 	}
-	if len(send) == 0 {
-		return res, tx.Commit(bctx)
+	if len(f.rows) == 0 {
+		// Every row waits behind an earlier row of its key held elsewhere
+		// (often this worker's own batch in flight): release the locks now.
+		defer f.cancel()
+		return nil, res, tx.Commit(f.ctx)
 	}
+	res.sent = len(f.rows)
+	f.errs, f.wait = r.produce(f.ctx, f.rows)
+	return f, res, nil
+}
 
-	errs := r.produce(bctx, send)
-	res.sent = len(send)
-	sentKeys := make([]string, len(send))
-	for i, rw := range send {
-		sentKeys[i] = rw.key
+// abort rolls the flight's transaction back and releases its context.
+func (f *flight) abort() {
+	_ = f.tx.Rollback(f.ctx)
+	f.cancel()
+}
+
+// settle waits for every answer of the flight's records, marks the
+// acknowledged rows published and the failed ones for backoff or parking,
+// in one transaction with the locks taken by start.
+func (r *Relay) settle(f *flight) (res batchResult, err error) {
+	defer f.abort() // no-op after commit
+	f.wait()
+	res.locked, res.sent = f.locked, len(f.rows)
+	keys := make([]string, len(f.rows))
+	for i, rw := range f.rows {
+		keys[i] = rw.key
 	}
-	verdicts, overtaken := Settle(sentKeys, errs)
+	verdicts, overtaken := Settle(keys, f.errs)
 	if overtaken > 0 {
 		r.m.overtaken.Add(float64(overtaken))
 		r.log.Error("records acknowledged after an earlier record of their key failed; they stay pending and go again in order", "count", overtaken)
 	}
 
 	var pubIDs []int64
-	var f failedRows
+	var failed failedRows
 	for i, v := range verdicts {
-		rw := send[i]
+		rw := f.rows[i]
 		switch v {
 		case Publish:
 			pubIDs = append(pubIDs, rw.id)
 		case Fail:
-			f.add(rw, errs[i], r.cfg)
-			r.logFailure(rw, errs[i], f.park[len(f.park)-1])
+			failed.add(rw, f.errs[i], r.cfg)
+			r.logFailure(rw, f.errs[i], failed.park[len(failed.park)-1])
 		}
 	}
+	// Both updates and the commit go in one round trip.
+	b := &pgx.Batch{}
 	if len(pubIDs) > 0 {
-		if _, err := tx.Exec(bctx, markPublished, pubIDs); err != nil {
-			return res, fmt.Errorf("mark %d rows published (ids %d..%d): %w", len(pubIDs), pubIDs[0], pubIDs[len(pubIDs)-1], err)
+		b.Queue(markPublished, pubIDs)
+	}
+	if len(failed.ids) > 0 {
+		b.Queue(markFailed, failed.ids, failed.attempts, failed.errs, failed.delayMS, failed.park)
+	}
+	if b.Len() > 0 {
+		if err := f.tx.SendBatch(f.ctx, b).Close(); err != nil {
+			return res, fmt.Errorf("mark %d rows published and %d failed (ids %d..%d): %w",
+				len(pubIDs), len(failed.ids), f.rows[0].id, f.rows[len(f.rows)-1].id, err)
 		}
 	}
-	if len(f.ids) > 0 {
-		if _, err := tx.Exec(bctx, markFailed, f.ids, f.attempts, f.errs, f.delayMS, f.park); err != nil {
-			return res, fmt.Errorf("record failures of %d rows (first id %d): %w", len(f.ids), f.ids[0], err)
-		}
+	if err := f.tx.Commit(f.ctx); err != nil {
+		return res, fmt.Errorf("commit batch of %d rows (ids %d..%d): %w", len(f.rows), f.rows[0].id, f.rows[len(f.rows)-1].id, err)
 	}
-	if err := tx.Commit(bctx); err != nil {
-		return res, fmt.Errorf("commit batch of %d rows: %w", len(send), err)
-	}
-	res.published, res.failed = len(pubIDs), len(f.ids)
+	res.published, res.failed = len(pubIDs), len(failed.ids)
 	for i, v := range verdicts {
-		rw := send[i]
+		rw := f.rows[i]
 		switch v {
 		case Publish:
 			r.m.published.WithLabelValues(rw.topic).Inc()
 		case Fail:
 			kind := "transient"
-			if Refused(errs[i]) {
+			if Refused(f.errs[i]) {
 				kind = "refused"
 			}
 			r.m.failures.WithLabelValues(rw.topic, kind).Inc()
 		}
 	}
-	for _, p := range f.park {
+	for _, p := range failed.park {
 		if p {
 			r.m.parkedTotal.Inc()
 		}
 	}
-	r.m.batch.Observe(time.Since(start).Seconds())
+	r.m.batch.Observe(time.Since(f.start).Seconds())
 	return res, nil
 }
 
-func (r *Relay) lockBatch(ctx context.Context, tx pgx.Tx, shards []int32) ([]row, error) {
-	q, err := tx.Query(ctx, selectBatch, r.cfg.Shards, shards, r.cfg.BatchSize)
+// lockBatch runs selectBatch: the locked rows in id order, and per key of
+// the batch its pending ids up to its last row in the batch (the batch's
+// own rows and the guard rows), ascending, as Sendable wants them.
+func lockBatch(ctx context.Context, tx pgx.Tx, shardCount int, shards []int32, limit int) ([]row, map[string][]int64, error) {
+	q, err := tx.Query(ctx, selectBatch, shardCount, shards, limit)
 	if err != nil {
-		return nil, fmt.Errorf("select outbox batch: %w", err)
-	}
-	rows, err := pgx.CollectRows(q, func(c pgx.CollectableRow) (row, error) {
-		var rw row
-		err := c.Scan(&rw.id, &rw.eventID, &rw.key, &rw.topic, &rw.eventType, &rw.version,
-			&rw.payload, &rw.headers, &rw.createdAt, &rw.attempts)
-		return rw, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("select outbox batch: %w", err)
-	}
-	return rows, nil
-}
-
-func readPending(ctx context.Context, tx pgx.Tx, keys []string, maxID int64) (map[string][]int64, error) {
-	q, err := tx.Query(ctx, selectPending, keys, maxID)
-	if err != nil {
-		return nil, fmt.Errorf("read pending rows of %d keys: %w", len(keys), err)
+		return nil, nil, fmt.Errorf("select outbox batch: %w", err)
 	}
 	defer q.Close()
-	pending := make(map[string][]int64, len(keys))
-	var key string
-	var id int64
-	_, err = pgx.ForEachRow(q, []any{&key, &id}, func() error {
-		pending[key] = append(pending[key], id)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read pending rows of %d keys: %w", len(keys), err)
+	var rows []row
+	pending := map[string][]int64{}
+	var guard bool
+	for q.Next() {
+		var candidate bool
+		var rw row
+		if err := q.Scan(&candidate, &rw.id, nil, &rw.key, nil, nil, nil, nil, nil, nil, nil); err != nil {
+			return nil, nil, fmt.Errorf("select outbox batch: %w", err)
+		}
+		if candidate {
+			if err := q.Scan(nil, nil, &rw.eventID, nil, &rw.topic, &rw.eventType, &rw.version,
+				&rw.payload, &rw.headers, &rw.createdAt, &rw.attempts); err != nil {
+				return nil, nil, fmt.Errorf("select outbox batch, row %d: %w", rw.id, err)
+			}
+			rows = append(rows, rw)
+		} else {
+			guard = true
+		}
+		pending[rw.key] = append(pending[rw.key], rw.id)
 	}
-	return pending, nil
+	if err := q.Err(); err != nil {
+		return nil, nil, fmt.Errorf("select outbox batch: %w", err)
+	}
+	if guard {
+		// Guard rows came after the batch: put each key's ids back in order.
+		for _, ids := range pending {
+			slices.Sort(ids)
+		}
+	}
+	return rows, pending, nil
 }
 
-// produce sends the rows in id order and returns each one's answer once
-// every record has one. A row whose key already failed in this batch is not
-// produced at all (errHeldBack).
-func (r *Relay) produce(ctx context.Context, rows []row) []error {
+// produce hands the rows to the producer in id order and returns their
+// answers, which are complete once wait returns. A row whose key already
+// failed in this batch is not produced at all (errHeldBack), nor is a row
+// larger than its topic accepts.
+func (r *Relay) produce(ctx context.Context, rows []row) (errs []error, wait func()) {
 	r.mu.Lock()
 	cl, adm := r.client, r.adm
 	r.mu.Unlock()
@@ -263,7 +350,7 @@ func (r *Relay) produce(ctx context.Context, rows []row) []error {
 	r.limits.load(lctx, adm, list)
 	cancel()
 
-	errs := make([]error, len(rows))
+	errs = make([]error, len(rows))
 	var mu sync.Mutex
 	failedKey := map[string]bool{}
 	var wg sync.WaitGroup
@@ -304,8 +391,7 @@ func (r *Relay) produce(ctx context.Context, rows []row) []error {
 			}
 		})
 	}
-	wg.Wait()
-	return errs
+	return errs, wg.Wait
 }
 
 func (r *Relay) record(rw row) *kgo.Record {

@@ -84,7 +84,9 @@ type Config struct {
 	// outbox must use the same value. Default 64.
 	Shards int
 	// Workers is the number of concurrent batch pipelines per instance,
-	// each over its own subset of the owned shards. Default 2.
+	// each over its own subset of the owned shards. A worker overlaps two
+	// batches (one reading and producing, one waiting for its acks) when
+	// Pool has at least PipelineConns(Workers) connections. Default 2.
 	Workers int
 	// BatchSize is the most rows one batch locks and produces. Default 1000.
 	BatchSize int
@@ -204,7 +206,17 @@ type Relay struct {
 	client  *kgo.Client
 	adm     *kadm.Client
 	wakeups []chan struct{}
+	// pipelined says whether a worker overlaps its batches (two open
+	// transactions at a time); see PipelineConns.
+	pipelined bool
 }
+
+// PipelineConns is the smallest pool (MaxConns) with which workers overlap
+// their batches: each worker then holds two connections at a time, plus one
+// for the backlog gauges and cleanup. With a smaller pool every worker runs
+// one batch at a time, as two half-served workers could otherwise wait on
+// each other's connections for ever.
+func PipelineConns(workers int) int { return 2*workers + 1 }
 
 // New checks cfg and fills its defaults. It connects to nothing yet.
 func New(cfg Config) (*Relay, error) {
@@ -212,6 +224,7 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer)}
+	r.pipelined = int(cfg.Pool.Config().MaxConns) >= PipelineConns(cfg.Workers)
 	r.owner = newOwner(cfg.Pool, cfg.Shards, cfg.RebalanceInterval, r.log, r.m)
 	for range cfg.Workers {
 		r.wakeups = append(r.wakeups, make(chan struct{}, 1))
@@ -285,7 +298,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); r.listen(ctx) }()
 	go func() { defer wg.Done(); r.cleanupLoop(ctx) }()
 	go func() { defer wg.Done(); r.metricsLoop(ctx) }()
-	r.log.Info("relay running", "shards", r.cfg.Shards, "workers", r.cfg.Workers, "batch", r.cfg.BatchSize)
+	r.log.Info("relay running", "shards", r.cfg.Shards, "workers", r.cfg.Workers, "batch", r.cfg.BatchSize,
+		"pipelined", r.pipelined, "pool_max_conns", r.cfg.Pool.Config().MaxConns)
 	<-ctx.Done()
 	wg.Wait()
 	stopOwner()

@@ -28,6 +28,23 @@ func migrated(t *testing.T, pool *pgxpool.Pool) *pgxpool.Pool {
 	return pool
 }
 
+// newPool opens a pool on a fresh database, large enough that the relay's
+// workers overlap their batches (the path production runs).
+func newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	return pipelinedPool(t, testkit.NewDatabase(t, testkit.PostgresURL(t)))
+}
+
+func pipelinedPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	pool := testkit.Pool(t, fmt.Sprintf("%s%spool_max_conns=%d", url, sep, publisher.PipelineConns(publisher.DefaultWorkers)+1))
+	return migrated(t, pool)
+}
+
 // startRelay runs an in-process relay until the test ends and returns it.
 func startRelay(t *testing.T, cfg publisher.Config) *publisher.Relay {
 	t.Helper()
@@ -65,7 +82,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func TestRelayPublishesEveryRowWithItsHeadersInPerKeyOrder(t *testing.T) {
 	k := testkit.NewKafka(t)
-	pool := migrated(t, testkit.NewPool(t))
+	pool := newPool(t)
 	topic := k.CreateTopic(t, "relay", 4)
 	keys := relaytest.Keys(50)
 	relaytest.Fill(t, pool, topic, keys, 20, 0)
@@ -122,7 +139,7 @@ func TestRelayPublishesEveryRowWithItsHeadersInPerKeyOrder(t *testing.T) {
 
 func TestRelayDrainsOnCancelWithoutLeavingAckedRowsUnmarked(t *testing.T) {
 	k := testkit.NewKafka(t)
-	pool := migrated(t, testkit.NewPool(t))
+	pool := newPool(t)
 	topic := k.CreateTopic(t, "drain", 2)
 	keys := relaytest.Keys(20)
 	relaytest.Fill(t, pool, topic, keys, 100, 0)
@@ -172,6 +189,8 @@ func TestRelayDrainsOnCancelWithoutLeavingAckedRowsUnmarked(t *testing.T) {
 
 func TestRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t *testing.T) {
 	k := testkit.NewKafka(t)
+	// A default pool (4 connections) is too small to overlap batches: this
+	// test also covers the one-batch-at-a-time path in-process relays get.
 	pool := migrated(t, testkit.NewPool(t))
 	topic := testkit.UniqueName(t, "refuse")
 	adm := k.Admin(t)
@@ -228,7 +247,7 @@ func TestRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t 
 func TestRelayLosesNothingWhenTheBrokerStopsForTenSeconds(t *testing.T) {
 	pk := testkit.NewPrivateKafka(t)
 	k := pk.Kafka()
-	pool := migrated(t, testkit.NewPool(t))
+	pool := newPool(t)
 	topic := k.CreateTopic(t, "outage", 3)
 	keys := relaytest.Keys(30)
 	relaytest.Fill(t, pool, topic, keys, 20, 0)
@@ -270,7 +289,7 @@ func TestRelayLosesNothingWhenTheBrokerStopsForTenSeconds(t *testing.T) {
 func TestRelayReconnectsAfterPostgresRestarts(t *testing.T) {
 	k := testkit.NewKafka(t)
 	pg := testkit.NewPrivatePostgres(t)
-	pool := migrated(t, testkit.Pool(t, pg.URL))
+	pool := pipelinedPool(t, pg.URL)
 	topic := k.CreateTopic(t, "pgrestart", 3)
 	keys := relaytest.Keys(20)
 	relaytest.Fill(t, pool, topic, keys, 10, 0)

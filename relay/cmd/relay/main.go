@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ func run(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http-addr", "RELAY_HTTP_ADDR", ":9400", "address of /metrics, /healthz and /readyz")
 	migrate := fs.Bool("migrate", "RELAY_MIGRATE", true, "create or upgrade the outbox table at start-up")
 	shards := fs.Int("shards", "RELAY_SHARDS", publisher.DefaultShards, "key-hash shards; every instance on one outbox must use the same value")
-	workers := fs.Int("workers", "RELAY_WORKERS", publisher.DefaultWorkers, "concurrent batch pipelines per instance, each over its own owned shards")
+	workers := fs.Int("workers", "RELAY_WORKERS", publisher.DefaultWorkers, "concurrent batch pipelines per instance, each over its own owned shards; each overlaps two batches, so the pool gets 2×workers+2 connections unless --database-url sets pool_max_conns")
 	batch := fs.Int("batch-size", "RELAY_BATCH_SIZE", publisher.DefaultBatchSize, "most rows locked and produced per batch")
 	poll := fs.Duration("poll-interval", "RELAY_POLL_INTERVAL", publisher.DefaultPollInterval, "fallback poll when no NOTIFY arrives (NOTIFY wakes the relay at once)")
 	rebalance := fs.Duration("rebalance-interval", "RELAY_REBALANCE_INTERVAL", publisher.DefaultRebalanceInterval, "how often shard ownership is checked; a dead instance's shards move within about this")
@@ -91,7 +92,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return kit.UsageError{Err: err}
 	}
-	pool, err := kit.NewPool(ctx, *dbURL)
+	pool, err := kit.NewPool(ctx, withPoolSize(*dbURL, publisher.PipelineConns(*workers)+1))
 	if err != nil {
 		return err
 	}
@@ -143,6 +144,23 @@ func run(ctx context.Context, args []string) error {
 		runErr = err
 	}
 	return runErr
+}
+
+// withPoolSize sets pool_max_conns on a database URL or keyword/value DSN
+// that does not set it: the workers overlap their batches only with
+// publisher.PipelineConns connections, and the ops server's ready check
+// wants one more. A pool_max_conns given by the operator is kept.
+func withPoolSize(dsn string, conns int) string {
+	if strings.Contains(dsn, "pool_max_conns") {
+		return dsn
+	}
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("pool_max_conns", strconv.Itoa(conns))
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " pool_max_conns=" + strconv.Itoa(conns)
 }
 
 func catalogTopics() []string {
