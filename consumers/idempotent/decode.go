@@ -32,7 +32,7 @@ func decodeRecord(cat *schemas.Catalog, rec *kgo.Record) decoded {
 	// Decode first, then validate against the schema the envelope names:
 	// two passes over the bytes instead of Catalog.Validate's two plus a
 	// third to decode, which matters at tens of thousands of events/s.
-	env, err := schemas.DecodeEnvelope(rec.Value)
+	env, err := decodeEnvelope(rec.Value)
 	if err != nil {
 		return fail(ReasonDecode, err)
 	}
