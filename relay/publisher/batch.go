@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/schemas"
@@ -89,11 +90,13 @@ type batchResult struct {
 	locked, sent, published, failed int
 }
 
-// flight is a batch whose records are with the producer: its transaction
-// holds the row locks until every record has its answer and the rows are
-// marked.
+// flight is a batch whose records are with the producer: its transaction,
+// open on conn, holds the row locks until every record has its answer and
+// the rows are marked. The transaction is driven with plain statements
+// rather than pgx.Tx so that BEGIN travels with the batch query and COMMIT
+// with the marks: two round trips per batch instead of four.
 type flight struct {
-	tx     pgx.Tx
+	conn   *pgxpool.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
 	start  time.Time
@@ -179,13 +182,13 @@ func (r *Relay) start(ctx context.Context, shards []int32) (*flight, batchResult
 	}
 	f := &flight{start: time.Now()}
 	f.ctx, f.cancel = context.WithTimeout(context.WithoutCancel(ctx), r.cfg.DeliveryTimeout+time.Minute)
-	tx, err := r.cfg.Pool.Begin(f.ctx)
+	conn, err := r.cfg.Pool.Acquire(f.ctx)
 	if err != nil {
 		f.cancel()
-		return nil, res, fmt.Errorf("begin: %w", err)
+		return nil, res, fmt.Errorf("acquire a connection: %w", err)
 	}
-	f.tx = tx
-	rows, pending, err := lockBatch(f.ctx, tx, r.cfg.Shards, shards, r.cfg.BatchSize)
+	f.conn = conn
+	rows, pending, err := lockBatch(f.ctx, conn, r.cfg.Shards, shards, r.cfg.BatchSize)
 	if err != nil || len(rows) == 0 {
 		f.abort()
 		return nil, res, err
@@ -205,17 +208,28 @@ func (r *Relay) start(ctx context.Context, shards []int32) (*flight, batchResult
 	if len(f.rows) == 0 {
 		// Every row waits behind an earlier row of its key held elsewhere
 		// (often this worker's own batch in flight): release the locks now.
-		defer f.cancel()
-		return nil, res, tx.Commit(f.ctx)
+		defer f.abort()
+		if _, err := conn.Exec(f.ctx, "commit"); err != nil {
+			return nil, res, fmt.Errorf("commit a batch of %d held-back rows: %w", len(rows), err)
+		}
+		return nil, res, nil
 	}
 	res.sent = len(f.rows)
 	f.errs, f.wait = r.produce(f.ctx, f.rows)
 	return f, res, nil
 }
 
-// abort rolls the flight's transaction back and releases its context.
+// abort rolls back the flight's transaction if it is still open, and
+// returns the connection to the pool (which closes it if the rollback could
+// not be sent) and releases the context.
 func (f *flight) abort() {
-	_ = f.tx.Rollback(f.ctx)
+	if f.conn != nil {
+		if f.conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = f.conn.Exec(f.ctx, "rollback")
+		}
+		f.conn.Release()
+		f.conn = nil
+	}
 	f.cancel()
 }
 
@@ -248,7 +262,9 @@ func (r *Relay) settle(f *flight) (res batchResult, err error) {
 			r.logFailure(rw, f.errs[i], failed.park[len(failed.park)-1])
 		}
 	}
-	// Both updates and the commit go in one round trip.
+	// The marks and the commit go in one round trip. If a mark fails the
+	// server skips the rest of the pipeline, COMMIT included, and abort rolls
+	// back: nothing is marked and the rows go again.
 	b := &pgx.Batch{}
 	if len(pubIDs) > 0 {
 		b.Queue(markPublished, pubIDs)
@@ -256,14 +272,14 @@ func (r *Relay) settle(f *flight) (res batchResult, err error) {
 	if len(failed.ids) > 0 {
 		b.Queue(markFailed, failed.ids, failed.attempts, failed.errs, failed.delayMS, failed.park)
 	}
-	if b.Len() > 0 {
-		if err := f.tx.SendBatch(f.ctx, b).Close(); err != nil {
-			return res, fmt.Errorf("mark %d rows published and %d failed (ids %d..%d): %w",
-				len(pubIDs), len(failed.ids), f.rows[0].id, f.rows[len(f.rows)-1].id, err)
-		}
+	b.Queue("commit")
+	if err := f.conn.SendBatch(f.ctx, b).Close(); err != nil {
+		return res, fmt.Errorf("mark %d rows published and %d failed, and commit (ids %d..%d): %w",
+			len(pubIDs), len(failed.ids), f.rows[0].id, f.rows[len(f.rows)-1].id, err)
 	}
-	if err := f.tx.Commit(f.ctx); err != nil {
-		return res, fmt.Errorf("commit batch of %d rows (ids %d..%d): %w", len(f.rows), f.rows[0].id, f.rows[len(f.rows)-1].id, err)
+	if st := f.conn.Conn().PgConn().TxStatus(); st != 'I' {
+		return res, fmt.Errorf("commit batch of %d rows (ids %d..%d): transaction status %q after commit",
+			len(f.rows), f.rows[0].id, f.rows[len(f.rows)-1].id, st)
 	}
 	res.published, res.failed = len(pubIDs), len(failed.ids)
 	for i, v := range verdicts {
@@ -288,11 +304,21 @@ func (r *Relay) settle(f *flight) (res batchResult, err error) {
 	return res, nil
 }
 
-// lockBatch runs selectBatch: the locked rows in id order, and per key of
-// the batch its pending ids up to its last row in the batch (the batch's
-// own rows and the guard rows), ascending, as Sendable wants them.
-func lockBatch(ctx context.Context, tx pgx.Tx, shardCount int, shards []int32, limit int) ([]row, map[string][]int64, error) {
-	q, err := tx.Query(ctx, selectBatch, shardCount, shards, limit)
+// lockBatch opens a transaction on conn and runs selectBatch in it, in one
+// round trip. It returns the locked rows in id order and, per key of the
+// batch, its pending ids up to its last row in the batch (the batch's own
+// rows and the guard rows), ascending, as Sendable wants them. On an error
+// the transaction may be open or failed; the caller rolls it back.
+func lockBatch(ctx context.Context, conn *pgxpool.Conn, shardCount int, shards []int32, limit int) ([]row, map[string][]int64, error) {
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(selectBatch, shardCount, shards, limit)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	q, err := br.Query()
 	if err != nil {
 		return nil, nil, fmt.Errorf("select outbox batch: %w", err)
 	}
