@@ -141,10 +141,30 @@ func TestShardOfIsStablePerKeyAndCoversAllShards(t *testing.T) {
 	if len(seen) != shards {
 		t.Fatalf("2000 keys hit %d of %d shards", len(seen), shards)
 	}
-	// Pinned values: changing the hash would move rows between shards of a
-	// running fleet.
-	if h := outbox.KeyHash("order-1"); h != outbox.KeyHash("order-1") || ShardOf(0, 4) != 0 || ShardOf(7, 4) != 3 {
-		t.Fatal("shard arithmetic changed")
+}
+
+// The hash and the shard of a key are pinned to literal values, worked out
+// apart from this code (FNV-1a, 32 bits, offset basis 2166136261, prime
+// 16777619, top bit cleared): changing either would move the rows already
+// written between the shards of a running fleet.
+func TestShardOfIsPinnedToFNV1a(t *testing.T) {
+	cases := []struct {
+		key   string
+		hash  int32
+		shard int // of 64
+	}{
+		{"", 18652613, 5},          // the offset basis, 0x811c9dc5, top bit cleared
+		{"a", 1678518572, 44},      // 0xe40c292c: the top bit is cleared
+		{"order-1", 729795949, 45}, // 0x2b7fcd6d
+		{"0d5f1a2e-7b39-4c1e-9a57-3f6b2c8e4d10", 483133651, 19}, // an order id
+	}
+	for _, c := range cases {
+		if h := outbox.KeyHash(c.key); h != c.hash {
+			t.Errorf("KeyHash(%q) = %d, want %d", c.key, h, c.hash)
+		}
+		if s := ShardOf(c.hash, 64); s != c.shard {
+			t.Errorf("ShardOf(%d, 64) = %d, want %d", c.hash, s, c.shard)
+		}
 	}
 }
 

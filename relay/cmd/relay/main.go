@@ -68,6 +68,7 @@ func run(ctx context.Context, args []string) error {
 	retention := fs.Duration("retention", "RELAY_RETENTION", publisher.DefaultRetention, "published rows older than this are deleted; negative keeps them")
 	cleanupEvery := fs.Duration("cleanup-interval", "RELAY_CLEANUP_INTERVAL", publisher.DefaultCleanupInterval, "how often old published rows are deleted (by the owner of shard 0)")
 	cleanupBatch := fs.Int("cleanup-batch", "RELAY_CLEANUP_BATCH", publisher.DefaultCleanupBatch, "rows deleted per cleanup statement")
+	metricsEvery := fs.Duration("metrics-interval", "RELAY_METRICS_INTERVAL", publisher.DefaultMetricsInterval, "how often the backlog gauges (backlog rows, oldest age, parked rows) are read from the outbox")
 	createTopics := fs.Bool("create-topics", "RELAY_CREATE_TOPICS", false, "create the missing topics of --topics with kadm at start-up")
 	topics := fs.String("topics", "RELAY_TOPICS", "", "comma-separated topics for --create-topics (default: every topic of the schema catalog)")
 	partitions := fs.Int("topic-partitions", "RELAY_TOPIC_PARTITIONS", 6, "partitions of topics created by --create-topics")
@@ -114,7 +115,7 @@ func run(ctx context.Context, args []string) error {
 		Shards: *shards, Workers: *workers, BatchSize: *batch, PollInterval: *poll, RebalanceInterval: *rebalance,
 		MaxAttempts: *maxAttempts, BackoffMin: *backoffMin, BackoffMax: *backoffMax, DeliveryTimeout: *delivery,
 		Linger: *linger, Compression: *compression, MaxMessageBytes: *maxBytes,
-		Retention: *retention, CleanupInterval: *cleanupEvery, CleanupBatch: *cleanupBatch,
+		Retention: *retention, CleanupInterval: *cleanupEvery, CleanupBatch: *cleanupBatch, MetricsInterval: *metricsEvery,
 	})
 	if err != nil {
 		return kit.UsageError{Err: err}

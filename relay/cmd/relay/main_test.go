@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,4 +158,81 @@ func runBin(bin string, args ...string) (string, error) {
 		return out, errors.New("timed out")
 	}
 	return out, err
+}
+
+func TestRelayMetricsEndpointShowsTheBacklogAndTheParkedRows(t *testing.T) {
+	k := testkit.NewKafka(t)
+	url, count := newOutbox(t)
+	pool := testkit.Pool(t, url)
+	topic := k.CreateTopic(t, "metrics", 2)
+	stuck, others := relaytest.Keys(1)[0], relaytest.Keys(5)
+	parked := relaytest.Append(t, pool, topic, stuck, 1, 0)
+	relaytest.Append(t, pool, topic, stuck, 2, 0)
+	relaytest.Append(t, pool, topic, stuck, 3, 0)
+	// Parked by hand: how the relay parks a row is the publisher's test;
+	// this one is about what an operator's scraper sees.
+	if _, err := pool.Exec(context.Background(), `update outbox set attempts = 3, parked_at = now(),
+		next_attempt_at = now(), last_error = 'MESSAGE_TOO_LARGE (set by the test)' where id = $1`, parked); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Fill(t, pool, topic, others, 20, 0)
+	p := relaytest.StartRelay(t, "relay-metrics", url, k.Brokers, "--shards", "4", "--metrics-interval", "100ms")
+	addr := p.HTTPAddr(t, 30*time.Second)
+
+	gauges := func(backlog, parked float64) func() error {
+		return func() error {
+			m, err := scrape("http://" + addr + "/metrics")
+			if err != nil {
+				return err
+			}
+			if m["concord_outbox_backlog_rows"] != backlog || m["concord_outbox_parked_rows"] != parked {
+				return fmt.Errorf("backlog %v parked %v, want %v and %v", m["concord_outbox_backlog_rows"],
+					m["concord_outbox_parked_rows"], backlog, parked)
+			}
+			if age := m["concord_outbox_oldest_pending_age_seconds"]; (backlog > 0) != (age > 0) {
+				return fmt.Errorf("oldest pending age %v with a backlog of %v", age, backlog)
+			}
+			return nil
+		}
+	}
+	// The other keys drain; the parked row and the two behind it stay.
+	relaytest.WaitFor(t, 60*time.Second, "gauges: backlog 3, 1 parked", gauges(3, 1))
+	if n := count("select count(*) from outbox where published_at is null"); n != 3 {
+		t.Fatalf("%d rows pending, want 3", n)
+	}
+	out, err := runBin(relaytest.BuildRelay(t), "outbox", "skip", fmt.Sprint(parked), "--reason", "test", "--database-url", url)
+	if err != nil {
+		t.Fatalf("relay outbox skip: %v %s", err, out)
+	}
+	relaytest.WaitFor(t, 60*time.Second, "gauges: backlog 0, none parked", gauges(0, 0))
+}
+
+// scrape reads a Prometheus text exposition and returns its unlabelled
+// samples by name.
+func scrape(url string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || strings.HasPrefix(line, "#") || strings.Contains(f[0], "{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		out[f[0]] = v
+	}
+	return out, nil
 }

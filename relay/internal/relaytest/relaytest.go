@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/relay/outbox"
@@ -118,7 +120,10 @@ func TryAppend(pool *pgxpool.Pool, topic, key string, seq, pad int) (int64, erro
 type Checker struct {
 	t      testing.TB
 	cl     *kgo.Client
+	topic  string
 	mu     sync.Mutex
+	next   map[int32]int64 // per partition, the offset after the last record read
+	seen   map[string]map[int]bool
 	maxSeq map[string]int
 	skip   map[string]map[int]bool
 	dups   int
@@ -135,7 +140,8 @@ func NewChecker(t testing.TB, brokers []string, topic string) *Checker {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &Checker{t: t, cl: cl, maxSeq: map[string]int{}, skip: map[string]map[int]bool{}}
+	return &Checker{t: t, cl: cl, topic: topic, next: map[int32]int64{}, seen: map[string]map[int]bool{},
+		maxSeq: map[string]int{}, skip: map[string]map[int]bool{}}
 }
 
 // Skipped tells the checker that seq of key was skipped by an operator and
@@ -183,6 +189,51 @@ func (c *Checker) Poll(d time.Duration) {
 	}
 }
 
+// ReadToEnd consumes until it has read every record the topic holds now
+// (its end offsets, asked of the broker when ReadToEnd is called), failing
+// the test after timeout.
+func (c *Checker) ReadToEnd(timeout time.Duration) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ends, err := kadm.NewClient(c.cl).ListEndOffsets(ctx, c.topic)
+	if err != nil {
+		c.t.Fatalf("end offsets of %s: %v", c.topic, err)
+	}
+	behind := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		n := 0
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset > c.next[o.Partition] {
+				n++
+			}
+		})
+		return n
+	}
+	for behind() > 0 {
+		fs := c.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			c.t.Fatalf("%d partitions of %s not read to their end within %s", behind(), c.topic, timeout)
+		}
+		fs.EachRecord(c.record)
+	}
+}
+
+// Seen returns every (key, seq) read so far, re-deliveries once.
+func (c *Checker) Seen() map[string]map[int]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]map[int]bool, len(c.seen))
+	for k, seqs := range c.seen {
+		out[k] = make(map[int]bool, len(seqs))
+		for s := range seqs {
+			out[k][s] = true
+		}
+	}
+	return out
+}
+
 // Seq is the highest seq seen of key.
 func (c *Checker) Seq(key string) int {
 	c.mu.Lock()
@@ -211,6 +262,11 @@ func (c *Checker) record(r *kgo.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.total++
+	c.next[r.Partition] = max(c.next[r.Partition], r.Offset+1)
+	if c.seen[key] == nil {
+		c.seen[key] = map[int]bool{}
+	}
+	c.seen[key][seq] = true
 	m := c.maxSeq[key]
 	for c.skip[key][m+1] {
 		m++
@@ -249,6 +305,48 @@ func (c *Checker) Summary(keys []string, perKey int) string {
 	}
 	return fmt.Sprintf("%d/%d keys complete, %d/%d events in order, %d records consumed (%d re-deliveries), %d order errors",
 		complete, len(keys), got, len(keys)*perKey, c.total, c.dups, len(c.errs))
+}
+
+// Published returns the (key, seq) of every row marked published, for
+// comparison with Checker.Seen.
+func Published(t testing.TB, pool *pgxpool.Pool) map[string]map[int]bool {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `select partition_key, (payload->'data'->>'seq')::int
+		from outbox where published_at is not null`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[int]bool{}
+	var key string
+	var seq int
+	if _, err := pgx.ForEachRow(rows, []any{&key, &seq}, func() error {
+		if out[key] == nil {
+			out[key] = map[int]bool{}
+		}
+		out[key][seq] = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Missing lists up to 5 (key, seq) of want that got lacks, and how many
+// there are in all.
+func Missing(want, got map[string]map[int]bool) (int, []string) {
+	n := 0
+	var some []string
+	for k, seqs := range want {
+		for s := range seqs {
+			if !got[k][s] {
+				n++
+				if len(some) < 5 {
+					some = append(some, fmt.Sprintf("%s#%d", k, s))
+				}
+			}
+		}
+	}
+	return n, some
 }
 
 // Dups is the number of re-delivered records seen.
@@ -372,6 +470,24 @@ func (p *Proc) Term(timeout time.Duration) error {
 		return fmt.Errorf("%s did not exit within %s of SIGTERM", p.Name, timeout)
 	}
 }
+
+// HTTPAddr waits for the process to log the address of its ops server
+// (it listens on an ephemeral port) and returns it.
+func (p *Proc) HTTPAddr(t testing.TB, timeout time.Duration) string {
+	t.Helper()
+	var addr string
+	WaitFor(t, timeout, p.Name+" logs its http address", func() error {
+		m := httpAddrRE.FindStringSubmatch(p.Log())
+		if m == nil {
+			return fmt.Errorf("not yet")
+		}
+		addr = m[1]
+		return nil
+	})
+	return addr
+}
+
+var httpAddrRE = regexp.MustCompile(`http listening.*?addr"?[=:]"?([0-9.]+:[0-9]+)`)
 
 // Log returns the process's log so far.
 func (p *Proc) Log() string {
