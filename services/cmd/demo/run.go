@@ -91,7 +91,12 @@ func demo(ctx context.Context, c config) error {
 	step("quiet after %s", time.Since(waitStart).Round(time.Millisecond))
 
 	if c.bench {
-		return benchReport(ctx, r, res, c)
+		err := benchReport(ctx, r, res, c)
+		if c.keepRunning {
+			fmt.Println("\nservices keep running; Ctrl-C stops them")
+			<-ctx.Done()
+		}
+		return err
 	}
 	ok, err := summary(ctx, r, c, initial, res)
 	if err != nil {

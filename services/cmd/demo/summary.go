@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -59,7 +60,15 @@ func providerTruth(ctx context.Context, r *running, since time.Time) (map[string
 	out := map[string][]stripegw.Payment{}
 	cursor := ""
 	for {
-		page, err := gw.ListCreated(ctx, since.Add(-time.Minute), time.Now().Add(time.Minute), cursor, 100)
+		var page stripegw.Page[stripegw.Payment]
+		// The provider's injected 5xx answers reach this check too; a
+		// listing is read-only, so asking again is safe.
+		for attempt := 0; ; attempt++ {
+			page, err = gw.ListCreated(ctx, since.Add(-time.Minute), time.Now().Add(time.Minute), cursor, 100)
+			if err == nil || !errors.Is(err, stripegw.ErrUnavailable) || attempt == 9 {
+				break
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -20,10 +20,12 @@ func run(ctx context.Context, args []string) error {
 		Name: "inventory-svc", Summary: "Concord inventory service: stock, reservations, saga participant.",
 		DatabaseEnv: "INVENTORY_DATABASE_URL", DefaultAddr: ":8082",
 		Topics: kafka.Topics, Handlers: kafka.Handlers(), Migrate: postgres.Migrate,
-		// One partition at a time: a batch reserves many SKUs in one
-		// transaction, and parallel batches would lock hot SKUs in
-		// different orders and deadlock (then retry). Correctness does not
-		// depend on it; throughput does.
+		// One partition at a time: every reservation updates a few of a
+		// small set of hot stock rows, and a batch holds those row locks
+		// until it commits, so batches of different partitions would only
+		// queue behind each other's locks (or deadlock, when they meet two
+		// SKUs in opposite orders, and retry). One batch at a time, with few
+		// round trips per event, is faster. Correctness does not depend on it.
 		MaxConcurrentPartitions: 1,
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
 			(&http.Handler{Pool: env.Pool, Log: env.Log}).Register(env.API)

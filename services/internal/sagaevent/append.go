@@ -41,5 +41,8 @@ func Append(ctx context.Context, tx pgx.Tx, ev outbox.Event) (schemas.Envelope, 
 		return schemas.Envelope{}, fmt.Errorf("%w: %w", outbox.ErrInvalidEvent, err)
 	}
 	ev.Topic = Topic(ctx, entry.Topic)
+	if b, ok := ctx.Value(bufferKey{}).(*Buffer); ok {
+		return b.add(ev)
+	}
 	return outbox.Append(ctx, tx, ev)
 }

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,7 +36,10 @@ type Spec struct {
 	DefaultAddr string // default --http-addr
 	Topics      []string
 	Handlers    idempotent.Mux
-	Migrate     func(ctx context.Context, pool *pgxpool.Pool) error
+	// BatchHandler, when set, replaces Handlers: one call per batch (see
+	// idempotent.BatchHandler). Default: sagaevent.BatchHandler(Handlers, nil).
+	BatchHandler idempotent.BatchHandler
+	Migrate      func(ctx context.Context, pool *pgxpool.Pool) error
 	// Flags registers the service's own flags before parsing.
 	Flags func(fs *kit.FlagSet)
 	// Setup mounts the API on env.Ops.Mux and returns the service's
@@ -72,6 +77,9 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	partitions := fs.Int("topic-partitions", "TOPIC_PARTITIONS", 6, "partitions of topics this service creates")
 	relayOn := fs.Bool("relay", "RUN_RELAY", true, "publish this service's outbox in-process (off when a separate relay binary runs)")
 	grace := fs.Duration("shutdown-grace", "SHUTDOWN_GRACE", 20*time.Second, "how long draining may take after SIGTERM")
+	maxConns := fs.Int("db-max-conns", "DB_MAX_CONNS", 16,
+		"database connections the service may hold: API requests, the consumer's partitions, the relay and the workers share them")
+	profiling := fs.Bool("pprof", "PPROF", false, "serve /debug/pprof/ on the ops server (CPU and heap profiles; off by default: it exposes internals)")
 	if spec.Flags != nil {
 		spec.Flags(fs)
 	}
@@ -89,7 +97,7 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	pool, err := kit.NewPool(startCtx, *dbURL)
+	pool, err := newPool(startCtx, *dbURL, int32(*maxConns))
 	if err != nil {
 		return err
 	}
@@ -113,6 +121,10 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	if *profiling {
+		ops.Mux.HandleFunc("/debug/pprof/", pprof.Index)
+		ops.Mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	env := &Env{Pool: pool, Ops: ops, API: http.NewServeMux(), Log: log, Kafka: kcfg, TopicPrefix: *prefix}
 	workers, err := spec.Setup(ctx, env)
 	if err != nil {
@@ -123,9 +135,15 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	ops.Mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		env.API.ServeHTTP(w, r.WithContext(sagaevent.WithTopicPrefix(r.Context(), *prefix)))
 	}))
-	runner, err := idempotent.NewRunner(idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg,
-		Handler: spec.Handlers.Handle, Logger: log, Registerer: ops.Registry,
-		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace})
+	rcfg := idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
+		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace}
+	// Handlers run as one batch call so the events they append are written
+	// with one COPY per batch rather than two round trips each.
+	rcfg.BatchHandler = spec.BatchHandler
+	if rcfg.BatchHandler == nil {
+		rcfg.BatchHandler = sagaevent.BatchHandler(spec.Handlers, nil)
+	}
+	runner, err := idempotent.NewRunner(rcfg)
 	if err != nil {
 		return err
 	}
@@ -172,4 +190,29 @@ func ensureTopics(ctx context.Context, kcfg kit.KafkaConfig, log *slog.Logger, t
 		}
 	}
 	return nil
+}
+
+// newPool opens the service's pool with maxConns connections, unless the
+// URL sets pool_max_conns itself. pgxpool's default (the number of CPUs,
+// at least 4) is too small for a service whose API handlers, consumer
+// partitions, relay and workers all share one pool: on a 2-core machine
+// the consumer waited for connections the API held.
+func newPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") && maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %s@%s:%d/%s does not answer: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host,
+			cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
+	}
+	return pool, nil
 }

@@ -113,40 +113,54 @@ func Reserve(ctx context.Context, tx pgx.Tx, r ReserveRequest) (inventory.Status
 	if err != nil {
 		return "", fmt.Errorf("order %s: %w", r.OrderID, err)
 	}
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return "", fmt.Errorf("order %s: savepoint: %w", r.OrderID, err)
+	// The guarded updates run under a savepoint, sent in one round trip
+	// with it; the savepoint is released or rolled back in the same round
+	// trip as the reservation's insert. A shortfall thus returns the lines
+	// already taken, and a reservation costs three round trips however many
+	// lines it has.
+	b := &pgx.Batch{}
+	b.Queue(`savepoint reserve_lines`)
+	for _, l := range lines {
+		b.Queue(`update stock set available = available - $2, reserved = reserved + $2, updated_at = now()
+			where sku = $1 and available >= $2`, l.SKU, l.Quantity)
 	}
 	var short []string
-	for _, l := range lines {
-		tag, err := sp.Exec(ctx, `update stock set available = available - $2, reserved = reserved + $2, updated_at = now()
-			where sku = $1 and available >= $2`, l.SKU, l.Quantity)
-		if err != nil {
-			_ = sp.Rollback(ctx)
-			return "", fmt.Errorf("order %s: reserve %d of %s: %w", r.OrderID, l.Quantity, l.SKU, err)
+	err = func() error {
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("savepoint: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
-			short = append(short, l.SKU)
+		for _, l := range lines {
+			tag, err := br.Exec()
+			if err != nil {
+				return fmt.Errorf("reserve %d of %s: %w", l.Quantity, l.SKU, err)
+			}
+			if tag.RowsAffected() == 0 {
+				short = append(short, l.SKU)
+			}
 		}
-	}
-	if len(short) > 0 {
-		if err := sp.Rollback(ctx); err != nil {
-			return "", fmt.Errorf("order %s: roll back partial reservation: %w", r.OrderID, err)
-		}
-	} else if err := sp.Commit(ctx); err != nil {
-		return "", fmt.Errorf("order %s: release savepoint: %w", r.OrderID, err)
+		return br.Close()
+	}()
+	if err != nil {
+		return "", fmt.Errorf("order %s: %w", r.OrderID, err)
 	}
 
 	resID := schemas.NewEventID()
 	status := inventory.StatusHeld
 	reason := ""
+	end := `release savepoint reserve_lines`
 	if len(short) > 0 {
 		status, reason = inventory.StatusRejected, ReasonOutOfStock
+		end = `rollback to savepoint reserve_lines`
 	}
 	linesJSON, _ := json.Marshal(lines)
-	if _, err := tx.Exec(ctx, `insert into reservations (id, order_id, status, lines, reason) values ($1, $2, $3, $4, nullif($5, ''))`,
-		resID, r.OrderID, string(status), linesJSON, reason); err != nil {
-		return "", fmt.Errorf("order %s: store reservation: %w", r.OrderID, err)
+	b = &pgx.Batch{}
+	b.Queue(end)
+	b.Queue(`insert into reservations (id, order_id, status, lines, reason) values ($1, $2, $3, $4, nullif($5, ''))`,
+		resID, r.OrderID, string(status), linesJSON, reason)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return "", fmt.Errorf("order %s: %s and store reservation: %w", r.OrderID, end, err)
 	}
 	ev := outbox.Event{AggregateID: r.OrderID, CorrelationID: r.OrderID, CausationID: r.CausationID}
 	if status == inventory.StatusRejected {
@@ -187,14 +201,15 @@ func Apply(ctx context.Context, tx pgx.Tx, orderID string, a inventory.Action, r
 	}
 	// Column names come from inventory.Decide's fixed set, never from input.
 	q := fmt.Sprintf(`update stock set %[1]s = %[1]s - $2, %[2]s = %[2]s + $2, updated_at = now() where sku = $1`, move.From, move.To)
+	// The moves and the status change go in one round trip.
+	b := &pgx.Batch{}
 	for _, l := range lines { // already in SKU order
-		if _, err := tx.Exec(ctx, q, l.SKU, l.Quantity); err != nil {
-			return false, fmt.Errorf("reservation %s (order %s): move %d of %s %s → %s: %w", resID, orderID, l.Quantity, l.SKU, move.From, move.To, err)
-		}
+		b.Queue(q, l.SKU, l.Quantity)
 	}
-	if _, err := tx.Exec(ctx, `update reservations set status = $2, reason = coalesce(nullif($3, ''), reason), updated_at = now() where id = $1`,
-		resID, string(next), reason); err != nil {
-		return false, fmt.Errorf("reservation %s → %s: %w", resID, next, err)
+	b.Queue(`update reservations set status = $2, reason = coalesce(nullif($3, ''), reason), updated_at = now() where id = $1`,
+		resID, string(next), reason)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return false, fmt.Errorf("reservation %s (order %s) → %s: move %v %s → %s: %w", resID, orderID, next, lines, move.From, move.To, err)
 	}
 	if next == inventory.StatusReleased {
 		_, err := sagaevent.Append(ctx, tx, outbox.Event{Type: "inventory.released", AggregateID: orderID, CorrelationID: orderID,

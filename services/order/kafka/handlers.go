@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concordhq/concord/consumers/idempotent"
@@ -52,4 +54,18 @@ func Handlers() idempotent.Mux {
 		}),
 		"payment.processed": h(order.PaymentProcessed, fixed("")),
 	}
+}
+
+// LockBatch locks the orders a batch's events name, in id order, before
+// they are applied (see postgres.LockOrders).
+func LockBatch(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error {
+	ids := make([]string, 0, len(evs))
+	for _, ev := range evs {
+		var d orderRef
+		if json.Unmarshal(ev.Data, &d) == nil && uuid.Validate(d.OrderID) == nil {
+			ids = append(ids, d.OrderID)
+		}
+	}
+	slices.Sort(ids)
+	return postgres.LockOrders(ctx, tx, slices.Compact(ids))
 }

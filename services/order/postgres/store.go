@@ -140,18 +140,42 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 }
 
 func addHistory(ctx context.Context, tx pgx.Tx, id string, st order.Status, reason, eventID, eventType string) error {
+	b := &pgx.Batch{}
+	queueHistory(b, id, st, reason, eventID, eventType)
+	return historyErr(id, eventID, tx.SendBatch(ctx, b).Close())
+}
+
+func queueHistory(b *pgx.Batch, id string, st order.Status, reason, eventID, eventType string) {
 	var ev *string
 	if eventID != "" {
 		ev = &eventID
 	}
-	_, err := tx.Exec(ctx, `insert into order_history (order_id, status, reason, event_id, event_type) values ($1, $2, nullif($3, ''), $4, $5)`,
+	b.Queue(`insert into order_history (order_id, status, reason, event_id, event_type) values ($1, $2, nullif($3, ''), $4, $5)`,
 		id, string(st), reason, ev, eventType)
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" {
-			return fmt.Errorf("order %s: event %s already applied: %w", id, eventID, err)
-		}
-		return fmt.Errorf("order %s history: %w", id, err)
+}
+
+func historyErr(id, eventID string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return fmt.Errorf("order %s: event %s already applied: %w", id, eventID, err)
+	}
+	return fmt.Errorf("order %s history: %w", id, err)
+}
+
+// LockOrders locks the rows of orderIDs in id order, inside tx. A consumer
+// batch applies events of many orders and holds each order's lock until it
+// commits; two partitions' batches meeting orders A and B in opposite
+// orders would deadlock (and wait a second for PostgreSQL to notice) unless
+// each takes all of its locks first, in one global order.
+func LockOrders(ctx context.Context, tx pgx.Tx, orderIDs []string) error {
+	if len(orderIDs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `select 1 from orders where id = any($1::uuid[]) order by id for update`, orderIDs); err != nil {
+		return fmt.Errorf("lock %d orders: %w", len(orderIDs), err)
 	}
 	return nil
 }
@@ -245,13 +269,13 @@ func Apply(ctx context.Context, tx pgx.Tx, orderID string, sig order.Signal, rea
 	if next != order.StatusCancelled {
 		reason = ""
 	}
-	_, err = tx.Exec(ctx, `update orders set status = $2, reason = nullif($3, ''), updated_at = now(),
+	// The status change and its history row go in one round trip.
+	b := &pgx.Batch{}
+	b.Queue(`update orders set status = $2, reason = nullif($3, ''), updated_at = now(),
 		terminal_at = case when $2 in ('CONFIRMED', 'CANCELLED') then now() end where id = $1`, orderID, string(next), reason)
-	if err != nil {
+	queueHistory(b, orderID, next, reason, eventID, string(sig))
+	if err := historyErr(orderID, eventID, tx.SendBatch(ctx, b).Close()); err != nil {
 		return false, fmt.Errorf("order %s → %s: %w", orderID, next, err)
-	}
-	if err := addHistory(ctx, tx, orderID, next, reason, eventID, string(sig)); err != nil {
-		return false, err
 	}
 	var ev outbox.Event
 	switch next {
