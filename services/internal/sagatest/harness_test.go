@@ -106,7 +106,10 @@ func newSaga(t *testing.T, o opts) *saga {
 	} {
 		s.env[name] = append([]string{"CONCORD_TOPIC_PREFIX=" + prefix, "CONSUMER_GROUP=" + prefix + name,
 			"KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ports[name]),
-			"TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s"}, extra...)
+			// A member killed with -9 never leaves its group; the group
+			// gives its partitions away after the session timeout, which
+			// is 45s unless told otherwise (6s is the broker's minimum).
+			"TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s", "GROUP_SESSION_TIMEOUT=6s"}, extra...)
 	}
 	for _, name := range []string{"order-svc", "inventory-svc", "payment-svc"} {
 		s.start(name)
@@ -134,6 +137,14 @@ func newSaga(t *testing.T, o opts) *saga {
 		}
 	})
 	return s
+}
+
+// on returns the deployment with its helpers reporting to t, for a
+// subtest that shares a deployment with others.
+func (s *saga) on(t *testing.T) *saga {
+	c := *s
+	c.t = t
+	return &c
 }
 
 func tail(s string, n int) string {

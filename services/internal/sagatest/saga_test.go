@@ -12,10 +12,39 @@ import (
 	"github.com/concordhq/concord/services/providersim"
 )
 
-func TestHappyPathConfirmsOrderCommitsStockAndCharges(t *testing.T) {
-	s := newSaga(t, opts{})
-	s.stock(map[string]int{"SKU-A": 5})
-	id := s.order("SKU-A", 2, "pm_card_visa")
+// TestSagaScenariosOnASharedDeployment runs the scenarios that need no
+// fault of their own on one deployment, in parallel: each uses its own
+// SKUs and orders and checks only those, so they cannot see each other.
+// The deployment duplicates every webhook and reorders half of them, which
+// the other scenarios must absorb as well. Starting three services per
+// scenario cost more than the scenarios themselves.
+func TestSagaScenariosOnASharedDeployment(t *testing.T) {
+	t.Parallel()
+	f := providersim.DefaultFaults()
+	f.WebhookDuplicateRate, f.WebhookReorderRate, f.WebhookDelay = 1, 0.5, 300*time.Millisecond
+	f.ProcessingDelay = 500 * time.Millisecond // pm_card_processing
+	s := newSaga(t, opts{faults: f})
+	for _, sc := range []struct {
+		name string
+		run  func(*testing.T, *saga)
+	}{
+		{"HappyPathConfirmsOrderCommitsStockAndCharges", happyPathConfirmsOrderCommitsStockAndCharges},
+		{"OutOfStockCancelsWithoutCharge", outOfStockCancelsWithoutCharge},
+		{"DeclinedCardCancelsAndReleasesStock", declinedCardCancelsAndReleasesStock},
+		{"SuccessKnownOnlyFromTheWebhookConfirms", successKnownOnlyFromTheWebhookConfirms},
+		{"DuplicatedAndReorderedWebhooksApplyOnce", duplicatedAndReorderedWebhooksApplyOnce},
+		{"ConcurrentOrdersForTheLastUnitExactlyOneWins", concurrentOrdersForTheLastUnitExactlyOneWins},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			sc.run(t, s.on(t))
+		})
+	}
+}
+
+func happyPathConfirmsOrderCommitsStockAndCharges(t *testing.T, s *saga) {
+	s.stock(map[string]int{"SKU-HAPPY": 5})
+	id := s.order("SKU-HAPPY", 2, "pm_card_visa")
 	if o := s.terminal(id, 30*time.Second); o.Status != "CONFIRMED" {
 		t.Fatalf("order %s = %s (%s); want CONFIRMED", id, o.Status, o.Reason)
 	}
@@ -23,7 +52,7 @@ func TestHappyPathConfirmsOrderCommitsStockAndCharges(t *testing.T) {
 		t.Errorf("payment = %q; want paid", p)
 	}
 	s.waitReservation(id, "COMMITTED")
-	if a, r, c := s.stockOf("SKU-A"); a != 3 || r != 0 || c != 2 {
+	if a, r, c := s.stockOf("SKU-HAPPY"); a != 3 || r != 0 || c != 2 {
 		t.Errorf("stock = %d available, %d reserved, %d committed; want 3/0/2", a, r, c)
 	}
 	o := s.getOrder(id)
@@ -36,25 +65,23 @@ func TestHappyPathConfirmsOrderCommitsStockAndCharges(t *testing.T) {
 	}
 }
 
-func TestOutOfStockCancelsWithoutCharge(t *testing.T) {
-	s := newSaga(t, opts{})
-	s.stock(map[string]int{"SKU-A": 1})
-	id := s.order("SKU-A", 2, "pm_card_visa")
+func outOfStockCancelsWithoutCharge(t *testing.T, s *saga) {
+	s.stock(map[string]int{"SKU-SHORT": 1})
+	id := s.order("SKU-SHORT", 2, "pm_card_visa")
 	if o := s.terminal(id, 30*time.Second); o.Status != "CANCELLED" || o.Reason != "out_of_stock" {
 		t.Fatalf("order = %s (%s); want CANCELLED (out_of_stock)", o.Status, o.Reason)
 	}
 	if p := s.paymentStatus(id); p != "" {
 		t.Errorf("payment row %q exists for an order that never had stock", p)
 	}
-	if a, r, c := s.stockOf("SKU-A"); a != 1 || r != 0 || c != 0 {
+	if a, r, c := s.stockOf("SKU-SHORT"); a != 1 || r != 0 || c != 0 {
 		t.Errorf("stock = %d/%d/%d; want 1/0/0", a, r, c)
 	}
 }
 
-func TestDeclinedCardCancelsAndReleasesStock(t *testing.T) {
-	s := newSaga(t, opts{})
-	s.stock(map[string]int{"SKU-A": 3})
-	id := s.order("SKU-A", 2, providersim.PaymentMethodDeclined)
+func declinedCardCancelsAndReleasesStock(t *testing.T, s *saga) {
+	s.stock(map[string]int{"SKU-DECLINE": 3})
+	id := s.order("SKU-DECLINE", 2, providersim.PaymentMethodDeclined)
 	if o := s.terminal(id, 30*time.Second); o.Status != "CANCELLED" || o.Reason != "payment_declined" {
 		t.Fatalf("order = %s (%s); want CANCELLED (payment_declined)", o.Status, o.Reason)
 	}
@@ -64,12 +91,13 @@ func TestDeclinedCardCancelsAndReleasesStock(t *testing.T) {
 	if r := s.reservation(id); r != "RELEASED" {
 		t.Errorf("reservation = %q; want RELEASED", r)
 	}
-	if a, r, c := s.stockOf("SKU-A"); a != 3 || r != 0 || c != 0 {
+	if a, r, c := s.stockOf("SKU-DECLINE"); a != 3 || r != 0 || c != 0 {
 		t.Errorf("stock = %d/%d/%d; want 3/0/0", a, r, c)
 	}
 }
 
 func TestProvider5xxThenRecoveryChargesOnceAndConfirms(t *testing.T) {
+	t.Parallel()
 	f := providersim.DefaultFaults()
 	f.ServerErrorRate = 1
 	s := newSaga(t, opts{faults: f})
@@ -96,12 +124,11 @@ func TestProvider5xxThenRecoveryChargesOnceAndConfirms(t *testing.T) {
 	}
 }
 
-func TestSuccessKnownOnlyFromTheWebhookConfirms(t *testing.T) {
-	f := providersim.DefaultFaults()
-	f.ProcessingRate, f.ProcessingDelay = 1, 500*time.Millisecond
-	s := newSaga(t, opts{faults: f}) // recheck 0: no polling, only the webhook can tell
-	s.stock(map[string]int{"SKU-A": 5})
-	id := s.order("SKU-A", 1, "pm_card_visa")
+func successKnownOnlyFromTheWebhookConfirms(t *testing.T, s *saga) {
+	// pm_card_processing answers "processing"; payment-svc does not poll
+	// (recheck 0), so only the succeeded webhook can settle it.
+	s.stock(map[string]int{"SKU-WEBHOOK": 5})
+	id := s.order("SKU-WEBHOOK", 1, providersim.PaymentMethodProcessing)
 	if o := s.terminal(id, 30*time.Second); o.Status != "CONFIRMED" {
 		t.Fatalf("order = %s (%s); want CONFIRMED", o.Status, o.Reason)
 	}
@@ -112,15 +139,11 @@ func TestSuccessKnownOnlyFromTheWebhookConfirms(t *testing.T) {
 	}
 }
 
-func TestDuplicatedAndReorderedWebhooksApplyOnce(t *testing.T) {
-	f := providersim.DefaultFaults()
-	f.WebhookDuplicateRate, f.WebhookReorderRate, f.WebhookDelay = 1, 0.5, 300*time.Millisecond
-	f.ProcessingRate, f.ProcessingDelay = 1, 200*time.Millisecond
-	s := newSaga(t, opts{faults: f})
-	s.stock(map[string]int{"SKU-A": 10})
+func duplicatedAndReorderedWebhooksApplyOnce(t *testing.T, s *saga) {
+	s.stock(map[string]int{"SKU-DUP": 10})
 	var ids []string
 	for range 4 {
-		ids = append(ids, s.order("SKU-A", 1, "pm_card_visa"))
+		ids = append(ids, s.order("SKU-DUP", 1, providersim.PaymentMethodProcessing))
 	}
 	for _, id := range ids {
 		if o := s.terminal(id, 30*time.Second); o.Status != "CONFIRMED" {
@@ -128,20 +151,23 @@ func TestDuplicatedAndReorderedWebhooksApplyOnce(t *testing.T) {
 		}
 	}
 	eventually(t, 10*time.Second, "duplicates delivered", func() error {
-		if n := s.scalar(s.payment, `select coalesce(sum(deliveries - 1), 0) from provider_events`); n == "0" {
+		if n := s.scalar(s.payment, `select coalesce(sum(e.deliveries - 1), 0) from provider_events e
+			join payments p on p.provider_payment_id = e.provider_payment_id where p.order_id = any($1)`, ids); n == "0" {
 			return fmt.Errorf("no duplicate delivery seen yet")
 		}
 		return nil
 	})
-	if n := s.scalar(s.payment, `select count(*) from payment_transitions`); n != "4" {
+	if n := s.scalar(s.payment, `select count(*) from payment_transitions t join payments p on p.id = t.payment_id
+		where p.order_id = any($1)`, ids); n != "4" {
 		t.Errorf("%s transitions for 4 payments; want 4 (one each)", n)
 	}
-	if n := s.scalar(s.payment, `select count(*) from outbox where event_type = 'payment.processed'`); n != "4" {
+	if n := s.scalar(s.payment, `select count(*) from outbox where event_type = 'payment.processed' and aggregate_id = any($1)`, ids); n != "4" {
 		t.Errorf("%s payment.processed events; want 4", n)
 	}
 }
 
 func TestSuccessAfterTheOrderTimedOutIsRefunded(t *testing.T) {
+	t.Parallel()
 	f := providersim.DefaultFaults()
 	f.ProcessingDelay = 3 * time.Second
 	s := newSaga(t, opts{faults: f, stuckAfter: time.Second})
@@ -164,6 +190,7 @@ func TestSuccessAfterTheOrderTimedOutIsRefunded(t *testing.T) {
 }
 
 func TestKill9OfPaymentServiceMidSagaConverges(t *testing.T) {
+	t.Parallel()
 	f := providersim.DefaultFaults()
 	f.Latency = 50 * time.Millisecond // keep calls in flight when the kill lands
 	s := newSaga(t, opts{faults: f, recheck: time.Second})
@@ -197,8 +224,7 @@ func TestKill9OfPaymentServiceMidSagaConverges(t *testing.T) {
 	}
 }
 
-func TestConcurrentOrdersForTheLastUnitExactlyOneWins(t *testing.T) {
-	s := newSaga(t, opts{})
+func concurrentOrdersForTheLastUnitExactlyOneWins(t *testing.T, s *saga) {
 	s.stock(map[string]int{"SKU-LAST": 1})
 	const n = 12
 	ids := make([]string, n)

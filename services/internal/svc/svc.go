@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/concordhq/concord/consumers/idempotent"
@@ -77,6 +78,8 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	partitions := fs.Int("topic-partitions", "TOPIC_PARTITIONS", 6, "partitions of topics this service creates")
 	relayOn := fs.Bool("relay", "RUN_RELAY", true, "publish this service's outbox in-process (off when a separate relay binary runs)")
 	grace := fs.Duration("shutdown-grace", "SHUTDOWN_GRACE", 20*time.Second, "how long draining may take after SIGTERM")
+	session := fs.Duration("group-session-timeout", "GROUP_SESSION_TIMEOUT", 45*time.Second,
+		"how long the group waits for a silent member before giving its partitions to the others; a member killed without leaving holds them this long (broker minimum: group.min.session.timeout.ms, 6s by default)")
 	maxConns := fs.Int("db-max-conns", "DB_MAX_CONNS", 16,
 		"database connections the service may hold: API requests, the consumer's partitions, the relay and the workers share them")
 	profiling := fs.Bool("pprof", "PPROF", false, "serve /debug/pprof/ on the ops server (CPU and heap profiles; off by default: it exposes internals)")
@@ -136,7 +139,8 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		env.API.ServeHTTP(w, r.WithContext(sagaevent.WithTopicPrefix(r.Context(), *prefix)))
 	}))
 	rcfg := idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
-		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace}
+		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace,
+		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session)}}
 	// Handlers run as one batch call so the events they append are written
 	// with one COPY per batch rather than two round trips each.
 	rcfg.BatchHandler = spec.BatchHandler

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -65,4 +66,21 @@ func Handlers() idempotent.Mux {
 			return err
 		},
 	}
+}
+
+// LockBatch locks the orders whose intent or cancellation the batch
+// applies, in id order, before it is applied (see postgres.LockOrders).
+func LockBatch(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error {
+	var ids []string
+	for _, ev := range evs {
+		if ev.EventType != "inventory.reserved" && ev.EventType != "order.cancelled" {
+			continue
+		}
+		var d cancelled
+		if json.Unmarshal(ev.Data, &d) == nil && d.OrderID != "" {
+			ids = append(ids, d.OrderID)
+		}
+	}
+	slices.Sort(ids)
+	return postgres.LockOrders(ctx, tx, slices.Compact(ids))
 }

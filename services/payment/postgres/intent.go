@@ -67,3 +67,21 @@ func OrderCancelled(ctx context.Context, q Querier, orderID string) (bool, error
 	}
 	return ok, nil
 }
+
+// LockOrders takes a transaction-scoped advisory lock per order id, in the
+// order given (sort it). A reservation's intent and the order's
+// cancellation arrive on different topics and may be applied by two
+// concurrent transactions; each reads what the other writes (the intent
+// checks cancelled_orders, the cancellation marks the payment), so without
+// a lock both can miss the other, and a cancelled order is charged and
+// never refunded. Locking every order of a batch up front, in one order,
+// cannot deadlock.
+func LockOrders(ctx context.Context, tx pgx.Tx, orderIDs []string) error {
+	if len(orderIDs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtextextended(o, 0)) from unnest($1::text[]) o`, orderIDs); err != nil {
+		return fmt.Errorf("lock %d orders: %w", len(orderIDs), err)
+	}
+	return nil
+}
