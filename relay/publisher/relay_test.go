@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,46 +142,45 @@ func TestRelayDrainsOnCancelWithoutLeavingAckedRowsUnmarked(t *testing.T) {
 	k := testkit.NewKafka(t)
 	pool := newPool(t)
 	topic := k.CreateTopic(t, "drain", 2)
-	// Enough rows that the cancel lands while batches are in flight.
+	// Many batches' worth, so rows are left when the relay stops.
 	keys := relaytest.Keys(50)
-	relaytest.Fill(t, pool, topic, keys, 400, 0)
+	relaytest.Fill(t, pool, topic, keys, 100, 0)
+	// The cancel comes from the first acknowledgement: its batch is then
+	// certainly in flight (acked, not yet marked), which is what the drain
+	// must finish.
+	ctx, cancel := context.WithCancel(context.Background())
+	var once sync.Once
 	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, BatchSize: 200,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		OnAck:  func(string, time.Time, time.Time) { once.Do(cancel) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	relaytest.WaitFor(t, 30*time.Second, "some rows published", func() error {
-		if relaytest.Count(t, pool, "select count(*) from outbox where published_at is not null") == 0 {
-			return errors.New("none yet")
-		}
-		return nil
-	})
-	cancel()
+	defer cancel()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after cancel")
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return: no acknowledgement to cancel on, or no return after the cancel")
 	}
 	// Once Run returned, Kafka and the outbox agree exactly: every row the
 	// relay marked is in Kafka (never mark before the ack), and every record
 	// in Kafka is marked (the batches in flight at the cancel were waited
 	// for and marked, not abandoned to be sent again by the next relay).
-	published := relaytest.Published(t, pool)
-	if len(published) == 0 {
-		t.Fatal("nothing was published before the cancel; the test proves nothing")
-	}
 	if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n == 0 {
 		t.Fatal("the relay published everything before the cancel; the test proves nothing")
 	}
+	published := relaytest.Published(t, pool)
 	check := relaytest.NewChecker(t, k.Brokers, topic)
 	check.ReadToEnd(30 * time.Second)
 	seen := check.Seen()
+	if len(seen) == 0 {
+		t.Fatal("nothing reached Kafka before the cancel; the test proves nothing")
+	}
 	if n, some := relaytest.Missing(published, seen); n > 0 {
 		t.Errorf("%d rows marked published are not in Kafka, e.g. %v", n, some)
 	}
@@ -308,9 +308,19 @@ func TestRelayReconnectsAfterPostgresRestarts(t *testing.T) {
 
 	pg.Stop(t)
 	pg.Start(t)
-	relaytest.WaitFor(t, 30*time.Second, "relay owns its shards again", func() error {
-		if n := len(r.OwnedShards()); n != 8 {
-			return fmt.Errorf("owns %d shards", n)
+	// The shard locks must be held on the restarted server: OwnedShards
+	// alone could still show the shards of the dead session if the relay
+	// had not noticed the restart yet.
+	relaytest.WaitFor(t, 30*time.Second, "relay holds its shard locks on the restarted server", func() error {
+		var n int
+		err := pool.QueryRow(context.Background(), `select count(*) from pg_locks
+			where locktype = 'advisory' and granted and classid = $1::bigint::oid
+			  and database = (select oid from pg_database where datname = current_database())`, int64(0x0c0d0002)).Scan(&n)
+		if err != nil {
+			return err // the pool drops its dead connections as it meets them
+		}
+		if n != 8 || len(r.OwnedShards()) != 8 {
+			return fmt.Errorf("%d shard locks on the server, relay owns %d shards", n, len(r.OwnedShards()))
 		}
 		return nil
 	})
