@@ -149,26 +149,12 @@ func kafkaConfig(k *testkit.Kafka) kit.KafkaConfig { return kit.KafkaConfig{Brok
 // eventually polls cond until it returns nil or the deadline passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, what, cond)
 }
 
 func count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return testkit.Count(t, pool, sql, args...)
 }
 
 // countIs is a condition for eventually.

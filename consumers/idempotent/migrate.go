@@ -3,7 +3,6 @@ package idempotent
 import (
 	"context"
 	"embed"
-	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -19,9 +18,5 @@ const VersionTable = "idempotent_schema_version"
 // Migrate creates or upgrades processed_events and dead_letters. It is safe
 // to call from several processes at start-up.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	return pgmigrate.Apply(ctx, pool, VersionTable, sub)
+	return pgmigrate.ApplyDir(ctx, pool, VersionTable, migrations, "migrations")
 }

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"embed"
-	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -19,9 +18,5 @@ const VersionTable = "outbox_schema_version"
 // Migrate creates or upgrades the outbox table in the pool's database. It is
 // safe to call from every service and relay at start-up, concurrently.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		return err
-	}
-	return pgmigrate.Apply(ctx, pool, VersionTable, sub)
+	return pgmigrate.ApplyDir(ctx, pool, VersionTable, migrationFiles, "migrations")
 }

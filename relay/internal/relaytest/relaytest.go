@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
 )
 
@@ -359,27 +360,13 @@ func (c *Checker) Dups() int {
 // WaitFor polls cond every 50ms until it returns nil or the timeout passes.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, what, cond)
 }
 
 // Count returns a count(*) query's result.
 func Count(t testing.TB, pool *pgxpool.Pool, query string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return testkit.Count(t, pool, query, args...)
 }
 
 var (
