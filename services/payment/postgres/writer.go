@@ -11,7 +11,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -32,11 +31,7 @@ const VersionTable = "payment_schema_version"
 // Migrate creates or updates the payment tables (not the outbox's or the
 // consumers', which migrate themselves).
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	return pgmigrate.Apply(ctx, pool, VersionTable, sub)
+	return pgmigrate.ApplyDir(ctx, pool, VersionTable, migrations, "migrations")
 }
 
 // Errors callers branch on.

@@ -9,7 +9,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"time"
 
@@ -32,11 +31,7 @@ const VersionTable = "reconciler_schema_version"
 // (services/payment/postgres.Migrate) and the outbox (outbox.Migrate) must
 // exist first.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	return pgmigrate.Apply(ctx, pool, VersionTable, sub)
+	return pgmigrate.ApplyDir(ctx, pool, VersionTable, migrations, "migrations")
 }
 
 // Store implements reconciler.Store on a pgx pool.
