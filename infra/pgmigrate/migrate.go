@@ -23,24 +23,16 @@ func ApplyDir(ctx context.Context, pool *pgxpool.Pool, versionTable string, fsys
 	return Apply(ctx, pool, versionTable, sub)
 }
 
-// lockKey serialises migrations of every component in a database: two
-// processes starting at once must not both create a version table.
-const lockKey = 0x636f6e636f7264 // "concord"
-
 // Apply runs the migrations in fsys (files named 001_name.sql, 002_….sql at
 // its root) that versionTable does not record yet. It is safe to call from
-// several processes at once.
+// several processes at once: tern holds a Postgres advisory lock while it
+// creates the version table and while it migrates.
 func Apply(ctx context.Context, pool *pgxpool.Pool, versionTable string, fsys fs.FS) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", versionTable, err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "select pg_advisory_lock($1)", int64(lockKey)); err != nil {
-		return fmt.Errorf("migrate %s: lock: %w", versionTable, err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), "select pg_advisory_unlock($1)", int64(lockKey)) //nolint:errcheck // released with the session anyway
-
 	m, err := migrate.NewMigrator(ctx, conn.Conn(), versionTable)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", versionTable, err)
