@@ -60,8 +60,12 @@ func happyPathConfirmsOrderCommitsStockAndCharges(t *testing.T, s *saga) {
 	for _, h := range o.History {
 		hist = append(hist, h.Status)
 	}
-	if fmt.Sprint(hist) != "[PENDING RESERVED CONFIRMED]" {
-		t.Errorf("history = %v; want [PENDING RESERVED CONFIRMED]", hist)
+	// inventory.reserved and payment.processed travel on different topics,
+	// and Kafka orders records only within a partition: order-svc may see the
+	// payment first, and then it confirms straight from PENDING and ignores
+	// the late reservation.
+	if h := fmt.Sprint(hist); h != "[PENDING RESERVED CONFIRMED]" && h != "[PENDING CONFIRMED]" {
+		t.Errorf("history = %v; want [PENDING RESERVED CONFIRMED] or [PENDING CONFIRMED]", hist)
 	}
 }
 
