@@ -19,13 +19,13 @@ func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "inventory-svc", Summary: "Concord inventory service: stock, reservations, saga participant.",
 		DatabaseEnv: "INVENTORY_DATABASE_URL", DefaultAddr: ":8082",
-		Topics: kafka.Topics, Handlers: kafka.Handlers(), Migrate: postgres.Migrate,
-		// One partition at a time: every reservation updates a few of a
-		// small set of hot stock rows, and a batch holds those row locks
-		// until it commits, so batches of different partitions would only
-		// queue behind each other's locks (or deadlock, when they meet two
-		// SKUs in opposite orders, and retry). One batch at a time, with few
-		// round trips per event, is faster. Correctness does not depend on it.
+		Topics: kafka.Topics, BatchHandler: kafka.BatchHandler(), Migrate: postgres.Migrate,
+		// One partition at a time: a batch locks the stock rows of every
+		// SKU it touches (most of a small hot set) until it commits, so
+		// batches of different partitions would only queue behind each
+		// other's locks. One batch at a time, in a fixed handful of round
+		// trips (see postgres.ApplyBatch), is faster. Correctness does not
+		// depend on it.
 		MaxConcurrentPartitions: 1,
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
 			(&http.Handler{Pool: env.Pool, Log: env.Log}).Register(env.API)

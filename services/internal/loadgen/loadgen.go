@@ -67,7 +67,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.MaxQuantity = 2
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 10 * time.Second}
+		// Keep a connection per request in flight: the default transport
+		// keeps two idle connections per host, so at a few hundred orders a
+		// second most requests opened (and the server accepted) a new TCP
+		// connection, and the benchmark measured that churn too.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = cfg.Concurrency, cfg.Concurrency
+		cfg.Client = &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	bodies := make([][]byte, cfg.Orders)

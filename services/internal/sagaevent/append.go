@@ -12,6 +12,7 @@ package sagaevent
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -45,4 +46,35 @@ func Append(ctx context.Context, tx pgx.Tx, ev outbox.Event) (schemas.Envelope, 
 		return b.add(ev)
 	}
 	return outbox.Append(ctx, tx, ev)
+}
+
+// insertSQL inserts one outbox row from outbox.Record.Values.
+var insertSQL = func() string {
+	s := "insert into outbox (" + strings.Join(outbox.Columns, ", ") + ") values ("
+	for i := range outbox.Columns {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("$%d", i+1)
+	}
+	return s + ")"
+}()
+
+// Queue is Append for a caller that sends its statements as one pgx.Batch:
+// it validates ev and queues its outbox insert and the relay's NOTIFY on b,
+// so writing the event costs no round trip of its own. Send b within the
+// transaction of the change the event reports.
+func Queue(ctx context.Context, b *pgx.Batch, ev outbox.Event) (schemas.Envelope, error) {
+	entry, err := schemas.MustDefault().Lookup(ev.Type)
+	if err != nil {
+		return schemas.Envelope{}, fmt.Errorf("%w: %w", outbox.ErrInvalidEvent, err)
+	}
+	ev.Topic = Topic(ctx, entry.Topic)
+	env, rec, err := outbox.Prepare(ev)
+	if err != nil {
+		return schemas.Envelope{}, err
+	}
+	b.Queue(insertSQL, rec.Values()...)
+	b.Queue("select pg_notify($1, '')", outbox.NotifyChannel)
+	return env, nil
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/services/internal/sagaevent"
 	"github.com/concordhq/concord/services/inventory"
 	"github.com/concordhq/concord/services/inventory/postgres"
 )
@@ -62,5 +64,52 @@ func Handlers() idempotent.Mux {
 		"payment.processed": apply(inventory.Commit, ""),
 		"payment.failed":    apply(inventory.Release, postgres.ReasonPaymentDeclined),
 		"order.cancelled":   apply(inventory.Release, postgres.ReasonOrderCancelled),
+	}
+}
+
+// BatchHandler applies a consumer batch with one postgres.ApplyBatch call
+// (a fixed handful of round trips however many events) and writes the
+// events it appends with one COPY. Events of other types are ignored, as
+// Handlers does. When the runner redoes a failed batch one event at a
+// time, each call decides and buffers on its own.
+func BatchHandler() idempotent.BatchHandler {
+	return func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error {
+		ops := make([]postgres.Op, 0, len(evs))
+		for _, ev := range evs {
+			var a inventory.Action
+			var reason string
+			switch ev.EventType {
+			case "order.created":
+				var d orderCreated
+				if err := decode(ev, &d); err != nil {
+					return err
+				}
+				ops = append(ops, postgres.Op{Reserve: &postgres.ReserveRequest{OrderID: d.OrderID, Lines: d.Items,
+					Amount: d.TotalAmount, Currency: d.Currency, CustomerID: d.CustomerID, PaymentMethod: d.PaymentMethod,
+					CausationID: ev.EventID}})
+				continue
+			case "payment.processed":
+				a = inventory.Commit
+			case "payment.failed":
+				a, reason = inventory.Release, postgres.ReasonPaymentDeclined
+			case "order.cancelled":
+				a, reason = inventory.Release, postgres.ReasonOrderCancelled
+			default:
+				continue
+			}
+			var d orderRef
+			if err := decode(ev, &d); err != nil {
+				return err
+			}
+			ops = append(ops, postgres.Op{OrderID: d.OrderID, Action: a, Reason: reason, CausationID: ev.EventID})
+		}
+		if len(ops) == 0 {
+			return nil
+		}
+		ctx, buf := sagaevent.WithBuffer(ctx)
+		if _, err := postgres.ApplyBatch(ctx, tx, ops); err != nil {
+			return err
+		}
+		return buf.Flush(ctx, tx)
 	}
 }

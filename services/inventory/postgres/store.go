@@ -7,13 +7,13 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/pgmigrate"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
@@ -94,87 +94,14 @@ type ReserveRequest struct {
 }
 
 // Reserve reserves every line of an order or none, inside tx, and appends
-// inventory.reserved or inventory.rejected. Each line is one guarded
-// UPDATE (available >= quantity), so stock can never go negative however
-// many reservations race; lines are taken in SKU order, so concurrent
-// reservations never deadlock. A shortfall rolls back to a savepoint, so
-// lines already taken are returned. A second call for the same order does
-// nothing and returns the existing status.
+// inventory.reserved or inventory.rejected; see ApplyBatch. A second call
+// for the same order does nothing and returns the existing status.
 func Reserve(ctx context.Context, tx pgx.Tx, r ReserveRequest) (inventory.Status, error) {
-	var existing string
-	err := tx.QueryRow(ctx, `select status from reservations where order_id = $1`, r.OrderID).Scan(&existing)
-	if err == nil {
-		return inventory.Status(existing), nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("read reservation of order %s: %w", r.OrderID, err)
-	}
-	lines, err := inventory.Normalize(r.Lines)
+	out, err := ApplyBatch(ctx, tx, []Op{{Reserve: &r}})
 	if err != nil {
-		return "", fmt.Errorf("order %s: %w", r.OrderID, err)
+		return "", err
 	}
-	// The guarded updates run under a savepoint, sent in one round trip
-	// with it; the savepoint is released or rolled back in the same round
-	// trip as the reservation's insert. A shortfall thus returns the lines
-	// already taken, and a reservation costs three round trips however many
-	// lines it has.
-	b := &pgx.Batch{}
-	b.Queue(`savepoint reserve_lines`)
-	for _, l := range lines {
-		b.Queue(`update stock set available = available - $2, reserved = reserved + $2, updated_at = now()
-			where sku = $1 and available >= $2`, l.SKU, l.Quantity)
-	}
-	var short []string
-	err = func() error {
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("savepoint: %w", err)
-		}
-		for _, l := range lines {
-			tag, err := br.Exec()
-			if err != nil {
-				return fmt.Errorf("reserve %d of %s: %w", l.Quantity, l.SKU, err)
-			}
-			if tag.RowsAffected() == 0 {
-				short = append(short, l.SKU)
-			}
-		}
-		return br.Close()
-	}()
-	if err != nil {
-		return "", fmt.Errorf("order %s: %w", r.OrderID, err)
-	}
-
-	resID := schemas.NewEventID()
-	status := inventory.StatusHeld
-	reason := ""
-	end := `release savepoint reserve_lines`
-	if len(short) > 0 {
-		status, reason = inventory.StatusRejected, ReasonOutOfStock
-		end = `rollback to savepoint reserve_lines`
-	}
-	linesJSON, _ := json.Marshal(lines)
-	b = &pgx.Batch{}
-	b.Queue(end)
-	b.Queue(`insert into reservations (id, order_id, status, lines, reason) values ($1, $2, $3, $4, nullif($5, ''))`,
-		resID, r.OrderID, string(status), linesJSON, reason)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return "", fmt.Errorf("order %s: %s and store reservation: %w", r.OrderID, end, err)
-	}
-	ev := outbox.Event{AggregateID: r.OrderID, CorrelationID: r.OrderID, CausationID: r.CausationID}
-	if status == inventory.StatusRejected {
-		ev.Type = "inventory.rejected"
-		ev.Data = map[string]any{"order_id": r.OrderID, "reason": reason, "skus": short}
-	} else {
-		ev.Type = "inventory.reserved"
-		ev.Data = map[string]any{"order_id": r.OrderID, "reservation_id": resID, "items": lines,
-			"amount": r.Amount, "currency": r.Currency, "customer_id": r.CustomerID, "payment_method": r.PaymentMethod}
-	}
-	if _, err := sagaevent.Append(ctx, tx, ev); err != nil {
-		return "", fmt.Errorf("order %s: %w", r.OrderID, err)
-	}
-	return status, nil
+	return out[0].Status, nil
 }
 
 // Apply moves an order's reservation on a commit or release, inside tx,
@@ -182,41 +109,280 @@ func Reserve(ctx context.Context, tx pgx.Tx, r ReserveRequest) (inventory.Status
 // appends inventory.released with reason. An order with no reservation
 // (its order.created was never seen or it was rejected) is left alone.
 func Apply(ctx context.Context, tx pgx.Tx, orderID string, a inventory.Action, reason, causationID string) (bool, error) {
-	var resID, st string
-	var linesJSON []byte
-	err := tx.QueryRow(ctx, `select id::text, status, lines from reservations where order_id = $1 for update`, orderID).Scan(&resID, &st, &linesJSON)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
+	out, err := ApplyBatch(ctx, tx, []Op{{OrderID: orderID, Action: a, Reason: reason, CausationID: causationID}})
 	if err != nil {
-		return false, fmt.Errorf("lock reservation of order %s: %w", orderID, err)
+		return false, err
 	}
-	next, move, ok := inventory.Decide(inventory.Status(st), a)
-	if !ok {
-		return false, nil
-	}
-	var lines []inventory.Line
-	if err := json.Unmarshal(linesJSON, &lines); err != nil {
-		return false, fmt.Errorf("reservation %s lines: %w", resID, err)
-	}
-	// Column names come from inventory.Decide's fixed set, never from input.
-	q := fmt.Sprintf(`update stock set %[1]s = %[1]s - $2, %[2]s = %[2]s + $2, updated_at = now() where sku = $1`, move.From, move.To)
-	// The moves and the status change go in one round trip.
-	b := &pgx.Batch{}
-	for _, l := range lines { // already in SKU order
-		b.Queue(q, l.SKU, l.Quantity)
-	}
-	b.Queue(`update reservations set status = $2, reason = coalesce(nullif($3, ''), reason), updated_at = now() where id = $1`,
-		resID, string(next), reason)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return false, fmt.Errorf("reservation %s (order %s) → %s: move %v %s → %s: %w", resID, orderID, next, lines, move.From, move.To, err)
-	}
-	if next == inventory.StatusReleased {
-		_, err := sagaevent.Append(ctx, tx, outbox.Event{Type: "inventory.released", AggregateID: orderID, CorrelationID: orderID,
-			CausationID: causationID, Data: map[string]any{"order_id": orderID, "reservation_id": resID, "reason": reason}})
-		if err != nil {
-			return false, fmt.Errorf("order %s: %w", orderID, err)
+	return out[0].Changed, nil
+}
+
+// Op is one saga event's request: a reservation when Reserve is set,
+// otherwise Action (commit or release) on OrderID's reservation, with the
+// release's Reason.
+type Op struct {
+	Reserve     *ReserveRequest
+	OrderID     string
+	Action      inventory.Action
+	Reason      string
+	CausationID string
+}
+
+// Outcome is what an Op did: a reservation's status (the existing one for
+// a repeated order.created), or whether a commit or release moved stock.
+type Outcome struct {
+	Status  inventory.Status
+	Changed bool
+}
+
+// reservation is a reservation row as a batch sees and changes it.
+type reservation struct {
+	id     string
+	status inventory.Status
+	lines  []inventory.Line
+	reason string // the latest non-empty reason set in this batch
+	isNew  bool   // inserted at the end of the batch
+	dirty  bool   // an existing row whose status changed
+}
+
+// ApplyBatch applies ops in order inside tx and appends their events
+// (inventory.reserved / rejected / released) through sagaevent.Append, so
+// a caller that buffers them writes them all at once.
+//
+// A consumer batch used to cost three round trips per event, each holding
+// hot stock rows locked while waiting for the next; the service spent its
+// time on the wire. Now a batch costs a fixed handful: it locks the
+// reservations of the orders it names (by order id) and then the stock
+// rows of every SKU involved (by SKU, the order every writer locks them
+// in, so batches never deadlock), decides every op in Go against those
+// locked rows with inventory.Ledger and inventory.Decide, and writes the
+// stock changes and reservation rows in three set-based statements sent
+// together. Since the rows stay locked until commit, what Go decided is
+// what the rows hold: a reservation is all-or-nothing and available never
+// goes negative (the table's checks would refuse it anyway), and each op
+// sees what the earlier ones of the batch left, as if they had run one by
+// one. A reservation's status still guards its commit and release.
+func ApplyBatch(ctx context.Context, tx pgx.Tx, ops []Op) ([]Outcome, error) {
+	// Normalize each reservation's lines first; collect the orders named.
+	reserveLines := make([][]inventory.Line, len(ops))
+	var orderIDs []string
+	seen := make(map[string]bool, len(ops))
+	for i, op := range ops {
+		id := op.OrderID
+		if op.Reserve != nil {
+			id = op.Reserve.OrderID
+			lines, err := inventory.Normalize(op.Reserve.Lines)
+			if err != nil {
+				return nil, fmt.Errorf("order %s: %w", id, err)
+			}
+			reserveLines[i] = lines
+		}
+		if !seen[id] {
+			seen[id] = true
+			orderIDs = append(orderIDs, id)
 		}
 	}
-	return true, nil
+
+	// Lock the existing reservations; q.oid keeps the caller's spelling of
+	// the order id, so the map lookups below match it.
+	byOrder := make(map[string]*reservation, len(orderIDs))
+	rows, err := tx.Query(ctx, `select q.oid, r.id::text, r.status, r.lines
+		from unnest($1::text[]) as q(oid) join reservations r on r.order_id = q.oid::uuid
+		order by r.order_id for update of r`, orderIDs)
+	if err != nil {
+		return nil, fmt.Errorf("lock reservations of %d orders: %w", len(orderIDs), err)
+	}
+	for rows.Next() {
+		var oid, id, st string
+		var linesJSON []byte
+		if err := rows.Scan(&oid, &id, &st, &linesJSON); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read reservations: %w", err)
+		}
+		res := &reservation{id: id, status: inventory.Status(st)}
+		if err := json.Unmarshal(linesJSON, &res.lines); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("reservation %s lines: %w", id, err)
+		}
+		byOrder[oid] = res
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock reservations of %d orders: %w", len(orderIDs), err)
+	}
+
+	// Lock the stock of every SKU the batch may move.
+	skuSet := make(map[string]bool)
+	for _, lines := range reserveLines {
+		for _, l := range lines {
+			skuSet[l.SKU] = true
+		}
+	}
+	for _, res := range byOrder {
+		for _, l := range res.lines {
+			skuSet[l.SKU] = true
+		}
+	}
+	skus := make([]string, 0, len(skuSet))
+	for sku := range skuSet {
+		skus = append(skus, sku)
+	}
+	ledger, err := lockStock(ctx, tx, skus)
+	if err != nil {
+		return nil, err
+	}
+	before := make(inventory.Ledger, len(ledger))
+	for sku, b := range ledger {
+		before[sku] = b
+	}
+
+	// Decide every op in order.
+	out := make([]Outcome, len(ops))
+	var created []*reservation
+	var createdOrders []string
+	for i, op := range ops {
+		if op.Reserve != nil {
+			r := op.Reserve
+			if res, ok := byOrder[r.OrderID]; ok {
+				out[i].Status = res.status // a repeated order.created
+				continue
+			}
+			lines := reserveLines[i]
+			res := &reservation{id: schemas.NewEventID(), status: inventory.StatusHeld, lines: lines, isNew: true}
+			short := ledger.Reserve(lines)
+			if len(short) > 0 {
+				res.status, res.reason = inventory.StatusRejected, ReasonOutOfStock
+			}
+			byOrder[r.OrderID] = res
+			created = append(created, res)
+			createdOrders = append(createdOrders, r.OrderID)
+			out[i].Status = res.status
+			ev := outbox.Event{AggregateID: r.OrderID, CorrelationID: r.OrderID, CausationID: r.CausationID}
+			if len(short) > 0 {
+				ev.Type = "inventory.rejected"
+				ev.Data = map[string]any{"order_id": r.OrderID, "reason": res.reason, "skus": short}
+			} else {
+				ev.Type = "inventory.reserved"
+				ev.Data = map[string]any{"order_id": r.OrderID, "reservation_id": res.id, "items": lines,
+					"amount": r.Amount, "currency": r.Currency, "customer_id": r.CustomerID, "payment_method": r.PaymentMethod}
+			}
+			if _, err := sagaevent.Append(ctx, tx, ev); err != nil {
+				return nil, fmt.Errorf("order %s: %w", r.OrderID, err)
+			}
+			continue
+		}
+		res, ok := byOrder[op.OrderID]
+		if !ok {
+			continue // no reservation: nothing to commit or release
+		}
+		next, move, ok := inventory.Decide(res.status, op.Action)
+		if !ok {
+			continue // already done, too late, or never held stock
+		}
+		if err := ledger.Move(res.lines, move); err != nil {
+			// The reservation and the stock disagree; retrying cannot help.
+			return nil, idempotent.Permanent(fmt.Errorf("reservation %s (order %s) → %s: %w", res.id, op.OrderID, next, err))
+		}
+		res.status = next
+		if op.Reason != "" {
+			res.reason = op.Reason
+		}
+		if !res.isNew {
+			res.dirty = true
+		}
+		out[i].Changed = true
+		if next == inventory.StatusReleased {
+			_, err := sagaevent.Append(ctx, tx, outbox.Event{Type: "inventory.released", AggregateID: op.OrderID, CorrelationID: op.OrderID,
+				CausationID: op.CausationID, Data: map[string]any{"order_id": op.OrderID, "reservation_id": res.id, "reason": op.Reason}})
+			if err != nil {
+				return nil, fmt.Errorf("order %s: %w", op.OrderID, err)
+			}
+		}
+	}
+	if err := writeBatch(ctx, tx, before, ledger, created, createdOrders, byOrder); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lockStock locks the given SKUs' stock rows in SKU order and returns
+// them; SKUs with no row are left out.
+func lockStock(ctx context.Context, tx pgx.Tx, skus []string) (inventory.Ledger, error) {
+	ledger := make(inventory.Ledger, len(skus))
+	if len(skus) == 0 {
+		return ledger, nil
+	}
+	rows, err := tx.Query(ctx, `select sku, available, reserved, committed from stock
+		where sku = any($1::text[]) order by sku for update`, skus)
+	if err != nil {
+		return nil, fmt.Errorf("lock stock of %d SKUs: %w", len(skus), err)
+	}
+	var sku string
+	var b inventory.Buckets
+	_, err = pgx.ForEachRow(rows, []any{&sku, &b.Available, &b.Reserved, &b.Committed}, func() error {
+		ledger[sku] = b
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock stock of %d SKUs: %w", len(skus), err)
+	}
+	return ledger, nil
+}
+
+// writeBatch writes what ApplyBatch decided in one round trip: the stock
+// differences (as increments, on rows this transaction holds locked), the
+// new reservations in creation order, and the status changes of existing
+// ones.
+func writeBatch(ctx context.Context, tx pgx.Tx, before, after inventory.Ledger, created []*reservation, createdOrders []string,
+	byOrder map[string]*reservation) error {
+	b := &pgx.Batch{}
+	var skus []string
+	var da, dr, dc []int64
+	for sku, a := range after {
+		p := before[sku]
+		if a != p {
+			skus = append(skus, sku)
+			da, dr, dc = append(da, a.Available-p.Available), append(dr, a.Reserved-p.Reserved), append(dc, a.Committed-p.Committed)
+		}
+	}
+	stockQ := -1
+	if len(skus) > 0 {
+		stockQ = b.Len()
+		b.Queue(`update stock s set available = s.available + u.da, reserved = s.reserved + u.dr, committed = s.committed + u.dc, updated_at = now()
+			from unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) as u(sku, da, dr, dc) where s.sku = u.sku`, skus, da, dr, dc)
+	}
+	if len(created) > 0 {
+		ids, statuses, lines, reasons := make([]string, len(created)), make([]string, len(created)), make([]string, len(created)), make([]string, len(created))
+		for i, res := range created {
+			lj, _ := json.Marshal(res.lines)
+			ids[i], statuses[i], lines[i], reasons[i] = res.id, string(res.status), string(lj), res.reason
+		}
+		b.Queue(`insert into reservations (id, order_id, status, lines, reason)
+			select u.id::uuid, u.oid::uuid, u.st, u.ln::jsonb, nullif(u.rs, '')
+			from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) with ordinality as u(id, oid, st, ln, rs, n) order by u.n`,
+			ids, createdOrders, statuses, lines, reasons)
+	}
+	var ids, statuses, reasons []string
+	for _, res := range byOrder {
+		if res.dirty {
+			ids, statuses, reasons = append(ids, res.id), append(statuses, string(res.status)), append(reasons, res.reason)
+		}
+	}
+	if len(ids) > 0 {
+		b.Queue(`update reservations r set status = u.st, reason = coalesce(nullif(u.rs, ''), r.reason), updated_at = now()
+			from unnest($1::text[], $2::text[], $3::text[]) as u(id, st, rs) where r.id = u.id::uuid`, ids, statuses, reasons)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	for i := range b.Len() {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("write batch (%d stock rows, %d new and %d changed reservations): %w", len(skus), len(created), len(ids), err)
+		}
+		if i == stockQ && tag.RowsAffected() != int64(len(skus)) {
+			return fmt.Errorf("stock update touched %d of %d SKUs", tag.RowsAffected(), len(skus))
+		}
+	}
+	return br.Close()
 }
