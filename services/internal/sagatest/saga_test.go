@@ -173,8 +173,11 @@ func duplicatedAndReorderedWebhooksApplyOnce(t *testing.T, s *saga) {
 func TestSuccessAfterTheOrderTimedOutIsRefunded(t *testing.T) {
 	t.Parallel()
 	f := providersim.DefaultFaults()
-	f.ProcessingDelay = 3 * time.Second
-	s := newSaga(t, opts{faults: f, stuckAfter: time.Second})
+	// The order must time out after payment-svc wrote its intent and before
+	// the provider settles it: 4s leaves room for order → reservation →
+	// intent on a loaded machine, and the payment settles 10s after creation.
+	f.ProcessingDelay = 10 * time.Second
+	s := newSaga(t, opts{faults: f, stuckAfter: 4 * time.Second})
 	s.stock(map[string]int{"SKU-A": 5})
 	id := s.order("SKU-A", 2, providersim.PaymentMethodProcessing)
 	if o := s.terminal(id, 30*time.Second); o.Status != "CANCELLED" || o.Reason != "timeout" {
@@ -223,9 +226,15 @@ func TestKill9OfPaymentServiceMidSagaConverges(t *testing.T) {
 	if n := s.scalar(s.payment, `select count(*) from outbox where event_type = 'payment.processed'`); n != "20" {
 		t.Errorf("%s payment.processed events; want 20 (one per payment)", n)
 	}
-	if a, r, c := s.stockOf("SKU-A"); a != 80 || r != 0 || c != 20 {
-		t.Errorf("stock = %d/%d/%d; want 80/0/20", a, r, c)
-	}
+	// inventory commits stock on payment.processed, which it consumes
+	// independently of order-svc: a confirmed order does not mean committed
+	// stock yet, only that it will be.
+	eventually(t, 30*time.Second, "stock committed for 20 orders", func() error {
+		if a, r, c := s.stockOf("SKU-A"); a != 80 || r != 0 || c != 20 {
+			return fmt.Errorf("stock = %d/%d/%d; want 80/0/20", a, r, c)
+		}
+		return nil
+	})
 }
 
 func concurrentOrdersForTheLastUnitExactlyOneWins(t *testing.T, s *saga) {
@@ -264,7 +273,10 @@ func concurrentOrdersForTheLastUnitExactlyOneWins(t *testing.T, s *saga) {
 	if confirmed != 1 {
 		t.Fatalf("%d orders got the last unit; want exactly 1", confirmed)
 	}
-	if a, r, c := s.stockOf("SKU-LAST"); a != 0 || r != 0 || c != 1 {
-		t.Errorf("stock = %d/%d/%d; want 0/0/1", a, r, c)
-	}
+	eventually(t, 30*time.Second, "the last unit committed", func() error { // see the kill -9 test
+		if a, r, c := s.stockOf("SKU-LAST"); a != 0 || r != 0 || c != 1 {
+			return fmt.Errorf("stock = %d/%d/%d; want 0/0/1", a, r, c)
+		}
+		return nil
+	})
 }
