@@ -106,62 +106,83 @@ func (c *Charger) Nudge() {
 
 // Run works until ctx is done, then lets the calls in flight finish and
 // record their outcome (their own deadline bounds them) before returning.
+//
+// Calls run in Concurrency slots, and Run claims due work for the slots as
+// they free up. It used to claim a round, run it and wait for the round's
+// slowest call before claiming again: one slow provider answer idled the
+// other slots while payments queued behind it.
 func (c *Charger) Run(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
+	// Outcomes are recorded even when ctx is cancelled mid-call: a charge
+	// the provider made must not be forgotten because we are shutting down.
+	wctx := context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, c.cfg.Concurrency) // one per call in flight
+	freed := make(chan struct{}, 1)
+	// A freed slot alone does not trigger a claim (two queries) until a
+	// quarter of the slots are free, so a busy charger claims in groups.
+	refill := max(1, c.cfg.Concurrency/4)
 	for {
-		n, err := c.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			c.cfg.Log.Warn("charger pass failed", "err", err)
+		// Only this loop fills slots, so free can only grow until it does.
+		if free := cap(slots) - len(slots); free > 0 {
+			charges, refunds, err := c.claim(ctx, free)
+			if err != nil && ctx.Err() == nil {
+				c.cfg.Log.Warn("charger pass failed", "err", err)
+			}
+			for _, p := range charges {
+				c.start(wctx, &wg, slots, freed, p, c.charge)
+			}
+			for _, p := range refunds {
+				c.start(wctx, &wg, slots, freed, p, c.refund)
+			}
 		}
-		if n > 0 && ctx.Err() == nil {
-			continue // more may be due
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-c.nudgeCh:
+		for woken := false; !woken; {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				woken = true
+			case <-c.nudgeCh:
+				woken = true
+			case <-freed:
+				woken = cap(slots)-len(slots) >= refill
+			}
 		}
 	}
 }
 
-// RunOnce claims what is due (charges, then refunds), calls the provider
-// for each with bounded concurrency and records the outcomes. It returns
-// how many payments it handled.
-func (c *Charger) RunOnce(ctx context.Context) (int, error) {
-	limit := c.cfg.Concurrency * 4
-	charges, err := postgres.ClaimCharges(ctx, c.cfg.Pool, limit, c.cfg.Lease)
-	if err != nil {
-		return 0, err
-	}
-	refunds, err := postgres.ClaimRefunds(ctx, c.cfg.Pool, limit, c.cfg.Lease)
-	if err != nil {
-		return 0, err
-	}
-	// Outcomes are recorded even when ctx is cancelled mid-call: a charge
-	// the provider made must not be forgotten because we are shutting down.
-	wctx := context.WithoutCancel(ctx)
-	sem := make(chan struct{}, c.cfg.Concurrency)
-	var wg sync.WaitGroup
-	run := func(p postgres.Payment, f func(context.Context, postgres.Payment) error) {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := f(wctx, p); err != nil {
-				c.cfg.Log.Warn("payment attempt", "payment_id", p.ID, "order_id", p.OrderID, "err", err)
+// start runs f for p in a slot; the caller has checked one is free.
+func (c *Charger) start(ctx context.Context, wg *sync.WaitGroup, slots, freed chan struct{}, p postgres.Payment,
+	f func(context.Context, postgres.Payment) error) {
+	slots <- struct{}{}
+	wg.Add(1)
+	go func() {
+		defer func() {
+			<-slots
+			select {
+			case freed <- struct{}{}:
+			default:
 			}
+			wg.Done()
 		}()
+		if err := f(ctx, p); err != nil {
+			c.cfg.Log.Warn("payment attempt", "payment_id", p.ID, "order_id", p.OrderID, "err", err)
+		}
+	}()
+}
+
+// claim takes up to limit due payments: charges first, then refunds.
+func (c *Charger) claim(ctx context.Context, limit int) (charges, refunds []postgres.Payment, err error) {
+	charges, err = postgres.ClaimCharges(ctx, c.cfg.Pool, limit, c.cfg.Lease)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, p := range charges {
-		run(p, c.charge)
+	if limit -= len(charges); limit > 0 {
+		refunds, err = postgres.ClaimRefunds(ctx, c.cfg.Pool, limit, c.cfg.Lease)
 	}
-	for _, p := range refunds {
-		run(p, c.refund)
-	}
-	wg.Wait()
-	return len(charges) + len(refunds), nil
+	return charges, refunds, err
 }
 
 func (c *Charger) backoff(attempts int) time.Duration {
