@@ -174,11 +174,14 @@ func TestSuccessAfterTheOrderTimedOutIsRefunded(t *testing.T) {
 	t.Parallel()
 	f := providersim.DefaultFaults()
 	// The order must time out after payment-svc wrote its intent and before
-	// the provider settles it: 4s leaves room for order → reservation →
-	// intent on a loaded machine, and the payment settles 10s after creation.
-	f.ProcessingDelay = 10 * time.Second
-	s := newSaga(t, opts{faults: f, stuckAfter: 4 * time.Second})
-	s.stock(map[string]int{"SKU-A": 5})
+	// the provider settles it. A warm-up order first makes sure every
+	// consumer group has joined (a join can take seconds on a loaded
+	// machine); then 6s leaves room for order → reservation → intent, and
+	// the payment settles 12s after its creation.
+	f.ProcessingDelay = 12 * time.Second
+	s := newSaga(t, opts{faults: f, stuckAfter: 6 * time.Second})
+	s.stock(map[string]int{"SKU-A": 5, "SKU-WARM": 1})
+	s.terminal(s.order("SKU-WARM", 1, "pm_card_visa"), 30*time.Second)
 	id := s.order("SKU-A", 2, providersim.PaymentMethodProcessing)
 	if o := s.terminal(id, 30*time.Second); o.Status != "CANCELLED" || o.Reason != "timeout" {
 		t.Fatalf("order = %s (%s); want CANCELLED (timeout)", o.Status, o.Reason)
