@@ -8,7 +8,6 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,11 +28,7 @@ const VersionTable = "inventory_schema_version"
 
 // Migrate creates or updates the inventory tables.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	return pgmigrate.Apply(ctx, pool, VersionTable, sub)
+	return pgmigrate.ApplyDir(ctx, pool, VersionTable, migrations, "migrations")
 }
 
 // Release reasons; the order service shows them as its cancellation reason.
