@@ -53,7 +53,7 @@ func Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelope, error) 
 	if _, err := tx.Exec(ctx, insertSQL, rec.args()...); err != nil {
 		return schemas.Envelope{}, fmt.Errorf("outbox append %s event %s: %w", ev.Type, env.EventID, err)
 	}
-	if _, err := tx.Exec(ctx, "select pg_notify($1, '')", NotifyChannel); err != nil {
+	if _, err := tx.Exec(ctx, notifySQL, NotifyChannel); err != nil {
 		return schemas.Envelope{}, fmt.Errorf("outbox notify for event %s: %w", env.EventID, err)
 	}
 	return env, nil

@@ -12,7 +12,6 @@ package sagaevent
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,47 +33,35 @@ func Topic(ctx context.Context, topic string) string {
 	return p + topic
 }
 
-// Append is outbox.Append with the topic prefix of ctx applied. An invalid
-// event is an error wrapping outbox.ErrInvalidEvent; the caller rolls back.
+// Append is outbox.Append with the topic prefix of ctx applied; under a
+// context from WithBuffer it buffers the event instead. An invalid event is
+// an error wrapping outbox.ErrInvalidEvent; the caller rolls back.
 func Append(ctx context.Context, tx pgx.Tx, ev outbox.Event) (schemas.Envelope, error) {
-	entry, err := schemas.MustDefault().Lookup(ev.Type)
+	ev, err := route(ctx, ev)
 	if err != nil {
-		return schemas.Envelope{}, fmt.Errorf("%w: %w", outbox.ErrInvalidEvent, err)
+		return schemas.Envelope{}, err
 	}
-	ev.Topic = Topic(ctx, entry.Topic)
-	if b, ok := ctx.Value(bufferKey{}).(*Buffer); ok {
-		return b.add(ev)
+	if b, ok := ctx.Value(bufferKey{}).(*outbox.Buffer); ok {
+		return b.Add(ev)
 	}
 	return outbox.Append(ctx, tx, ev)
 }
 
-// insertSQL inserts one outbox row from outbox.Record.Values.
-var insertSQL = func() string {
-	s := "insert into outbox (" + strings.Join(outbox.Columns, ", ") + ") values ("
-	for i := range outbox.Columns {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("$%d", i+1)
-	}
-	return s + ")"
-}()
-
-// Queue is Append for a caller that sends its statements as one pgx.Batch:
-// it validates ev and queues its outbox insert and the relay's NOTIFY on b,
-// so writing the event costs no round trip of its own. Send b within the
-// transaction of the change the event reports.
+// Queue is outbox.Queue with the topic prefix of ctx applied.
 func Queue(ctx context.Context, b *pgx.Batch, ev outbox.Event) (schemas.Envelope, error) {
-	entry, err := schemas.MustDefault().Lookup(ev.Type)
-	if err != nil {
-		return schemas.Envelope{}, fmt.Errorf("%w: %w", outbox.ErrInvalidEvent, err)
-	}
-	ev.Topic = Topic(ctx, entry.Topic)
-	env, rec, err := outbox.Prepare(ev)
+	ev, err := route(ctx, ev)
 	if err != nil {
 		return schemas.Envelope{}, err
 	}
-	b.Queue(insertSQL, rec.Values()...)
-	b.Queue("select pg_notify($1, '')", outbox.NotifyChannel)
-	return env, nil
+	return outbox.Queue(b, ev)
+}
+
+// route points ev at its catalog topic under the prefix of ctx.
+func route(ctx context.Context, ev outbox.Event) (outbox.Event, error) {
+	entry, err := schemas.MustDefault().Lookup(ev.Type)
+	if err != nil {
+		return ev, fmt.Errorf("%w: %w", outbox.ErrInvalidEvent, err)
+	}
+	ev.Topic = Topic(ctx, entry.Topic)
+	return ev, nil
 }
