@@ -77,16 +77,16 @@ func TestThreeRelaysKeepPerKeyOrderAndTakeOverTheShardsOfOneKilled(t *testing.T)
 		relaytest.StartRelay(t, "relay-b", url, k.Brokers, args...),
 		relaytest.StartRelay(t, "relay-c", url, k.Brokers, args...),
 	}
-	ownersOf := func() int {
-		return count(`select count(distinct pid) from pg_locks where locktype = 'advisory' and granted and classid = $1::bigint::oid
-			and database = (select oid from pg_database where datname = current_database())`, int64(0x0c0d0002))
-	}
+	// Shard ownership is a session advisory lock per shard in class 0x0c0d0002.
+	const shardLocks = `from pg_locks where locktype = 'advisory' and granted and classid = $1::bigint::oid
+		and database = (select oid from pg_database where datname = current_database())`
+	ownersOf := func() int { return count(`select count(distinct pid) `+shardLocks, int64(0x0c0d0002)) }
+	ownedShards := func() int { return count(`select count(*) `+shardLocks, int64(0x0c0d0002)) }
 	relaytest.WaitFor(t, 30*time.Second, "three relays own shards", func() error {
 		if n := ownersOf(); n != 3 {
 			return fmt.Errorf("%d relays own shards", n)
 		}
-		if n := count(`select count(*) from pg_locks where locktype = 'advisory' and granted and classid = $1::bigint::oid
-			and database = (select oid from pg_database where datname = current_database())`, int64(0x0c0d0002)); n != 32 {
+		if n := ownedShards(); n != 32 {
 			return fmt.Errorf("%d of 32 shards owned", n)
 		}
 		return nil
@@ -103,8 +103,7 @@ func TestThreeRelaysKeepPerKeyOrderAndTakeOverTheShardsOfOneKilled(t *testing.T)
 		if n := ownersOf(); n != 2 {
 			return fmt.Errorf("%d relays own shards", n)
 		}
-		if n := count(`select count(*) from pg_locks where locktype = 'advisory' and granted and classid = $1::bigint::oid
-			and database = (select oid from pg_database where datname = current_database())`, int64(0x0c0d0002)); n != 32 {
+		if n := ownedShards(); n != 32 {
 			return fmt.Errorf("%d of 32 shards owned", n)
 		}
 		return nil

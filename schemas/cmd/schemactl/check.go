@@ -17,7 +17,7 @@ import (
 
 func runCheck(args []string, stdout, stderr io.Writer) (int, error) {
 	fl := newFlags("check", stderr)
-	dirFlag := fl.String("dir", "", "the schemas module directory (default: . or ./schemas)")
+	dirFlag := addDirFlag(fl)
 	format := fl.String("format", "text", "output format: text, json or github")
 	base := fl.String("base", "\x00", "git revision to compare with; \"\" for none")
 	if err := parse(fl, args); err != nil {

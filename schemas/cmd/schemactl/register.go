@@ -17,7 +17,7 @@ import (
 
 func runRegister(args []string, stdout, stderr io.Writer) (int, error) {
 	fl := newFlags("register", stderr)
-	dirFlag := fl.String("dir", "", "the schemas module directory (default: . or ./schemas)")
+	dirFlag := addDirFlag(fl)
 	registry := fl.String("registry", os.Getenv("SCHEMA_REGISTRY_URL"), "schema registry URL (env SCHEMA_REGISTRY_URL)")
 	dryRun := fl.Bool("dry-run", false, "check compatibility and print the plan; register nothing")
 	timeout := fl.Duration("timeout", time.Minute, "time limit for the whole push")

@@ -125,6 +125,11 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// addDirFlag registers --dir, which lint, check and register share.
+func addDirFlag(fl *flag.FlagSet) *string {
+	return fl.String("dir", "", "the schemas module directory (default: . or ./schemas)")
+}
+
 // moduleDir finds the schemas module directory: --dir when given, else the
 // current directory when it holds events/catalog.json, else ./schemas.
 func moduleDir(dir string) (string, error) {

@@ -193,19 +193,7 @@ func (s *saga) waitReady(name, base string) {
 // eventually polls cond until it returns nil or the deadline passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	wait := 20 * time.Millisecond
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
-		}
-		time.Sleep(wait) // polling interval of a deadline loop, not synchronisation
-		wait = min(wait*2, 250*time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, what, cond)
 }
 
 func (s *saga) stock(items map[string]int) {

@@ -63,11 +63,7 @@ func seed(t *testing.T, pool *pgxpool.Pool, n int, status string, ref func(i int
 
 func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return testkit.Count(t, pool, sql, args...)
 }
 
 // fakeProvider is an in-memory provider for tests about the scan itself.
