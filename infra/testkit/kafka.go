@@ -143,18 +143,12 @@ func (k *Kafka) CreateTopic(t testing.TB, prefix string, partitions int32) strin
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
+	// Registered after Admin's own cleanup, so it runs first, while the
+	// admin client is still open.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = kadm.NewClient(mustClient(k.Brokers)).DeleteTopics(ctx, name)
+		_, _ = adm.DeleteTopics(ctx, name)
 	})
 	return name
-}
-
-func mustClient(brokers []string) *kgo.Client {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		panic(err)
-	}
-	return cl
 }
