@@ -7,6 +7,14 @@ import (
 	"time"
 )
 
+// EventTypes are the event types the simulator emits, the values
+// Config.WebhookEvents may name (besides "*").
+var EventTypes = []string{
+	"payment_intent.created", "payment_intent.processing", "payment_intent.succeeded",
+	"payment_intent.payment_failed", "payment_intent.canceled", "payment_intent.requires_action",
+	"payment_intent.amount_capturable_updated", "charge.succeeded", "charge.refunded", "refund.created",
+}
+
 // emit records an Event for a state change and queues its webhook
 // deliveries (subject to the webhook faults). obj is the object after the
 // change; previous holds the attributes it had before. r is nil when the
@@ -15,7 +23,10 @@ import (
 func (s *Server) emit(r *request, typ string, obj any, previous map[string]any) {
 	now := s.clock.Now()
 	ev := &event{Seq: s.st.nextSeq(), ID: s.dice.id("evt"), Type: typ, Created: now.Unix(),
-		APIVersion: s.cfg.APIVersion, Object: mustJSON(obj), Previous: previous, Endpoints: len(s.cfg.WebhookEndpoints)}
+		APIVersion: s.cfg.APIVersion, Object: mustJSON(obj), Previous: previous}
+	if s.webhookEnabled(typ) {
+		ev.Endpoints = len(s.cfg.WebhookEndpoints)
+	}
 	if r != nil {
 		ev.Created = r.now.Unix()
 		ev.RequestID = r.requestID

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,8 +56,13 @@ type Config struct {
 	// 200ms, real time). Close always writes a final snapshot; a crash
 	// loses at most one interval of changes.
 	SnapshotInterval time.Duration
-	// WebhookEndpoints receive every event, signed with WebhookSecret.
+	// WebhookEndpoints receive the events WebhookEvents enables, signed
+	// with WebhookSecret.
 	WebhookEndpoints []string
+	// WebhookEvents are the event types sent to the endpoints, like a
+	// Stripe webhook endpoint's enabled_events; empty or "*" sends all.
+	// Every event is still recorded and listed by the Events API.
+	WebhookEvents []string
 	// WebhookSecret signs webhook payloads (Stripe's whsec_… secret).
 	WebhookSecret string
 	// WebhookMaxAttempts is how many times a delivery is tried before it
@@ -177,6 +183,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	if len(cfg.WebhookEndpoints) > 0 && cfg.WebhookSecret == "" {
 		return nil, errors.New("providersim: webhook endpoints need a webhook secret")
+	}
+	for _, typ := range cfg.WebhookEvents {
+		if typ != "*" && !slices.Contains(EventTypes, typ) {
+			return nil, fmt.Errorf("providersim: webhook event type %q is not one the simulator emits (%s, or *)", typ, strings.Join(EventTypes, ", "))
+		}
 	}
 	st := newState()
 	if cfg.DataDir != "" {

@@ -47,7 +47,7 @@ type webhookQueue struct {
 // once per (event, endpoint): drop, duplicate, reorder, delay.
 // Called with s.mu held.
 func (s *Server) enqueueWebhooks(ev *event, now time.Time) {
-	if len(s.cfg.WebhookEndpoints) == 0 {
+	if !s.webhookEnabled(ev.Type) {
 		return
 	}
 	payload := mustJSON(renderEvent(ev))
@@ -80,6 +80,14 @@ func (s *Server) enqueueWebhooks(ev *event, now time.Time) {
 			s.push(&twin)
 		}
 	}
+}
+
+// webhookEnabled reports whether events of typ are sent to the endpoints.
+func (s *Server) webhookEnabled(typ string) bool {
+	if len(s.cfg.WebhookEndpoints) == 0 {
+		return false
+	}
+	return len(s.cfg.WebhookEvents) == 0 || slices.Contains(s.cfg.WebhookEvents, "*") || slices.Contains(s.cfg.WebhookEvents, typ)
 }
 
 func (s *Server) push(d *delivery) {

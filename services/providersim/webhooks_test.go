@@ -2,6 +2,9 @@ package providersim_test
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +118,49 @@ func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
 	eventually(t, "give up", func() bool { return h.srv.Stats().WebhooksGivenUp == 1 })
 	if st := h.srv.Stats(); st.WebhookFailures != 3 || st.WebhooksPending != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// An endpoint subscribed to some event types (Stripe's enabled_events)
+// gets only those; the Events API still lists every event, and each says
+// how many endpoints it is pending for.
+func TestWebhookEventsFilterWhatEndpointsReceive(t *testing.T) {
+	ep := newEndpoint(t)
+	h := start(t, providersim.Config{WebhookEndpoints: []string{ep.ts.URL}, WebhookSecret: secret,
+		WebhookEvents: []string{"payment_intent.succeeded", "refund.created"}})
+	sc := h.client()
+	pi := h.mustCreate(sc, providersim.PaymentMethodVisa, 100, "filtered")
+	if _, err := sc.V1Refunds.Create(t.Context(), &stripe.RefundCreateParams{PaymentIntent: stripe.String(pi.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	// Deliveries go out in event order, so once the refund's arrived every
+	// earlier enabled event has too.
+	eventually(t, "refund.created delivered", func() bool {
+		got := ep.received()
+		return len(got) > 0 && got[len(got)-1].Type == "refund.created"
+	})
+	var types []string
+	for _, d := range ep.received() {
+		types = append(types, d.Type)
+	}
+	if want := []string{"payment_intent.succeeded", "refund.created"}; !slices.Equal(types, want) {
+		t.Fatalf("endpoint received %v, want %v", types, want)
+	}
+	listed := map[string]int64{}
+	for _, ev := range allEvents(t, sc, nil) {
+		listed[string(ev.Type)] = ev.PendingWebhooks
+	}
+	want := map[string]int64{"payment_intent.created": 0, "charge.succeeded": 0, "payment_intent.succeeded": 1,
+		"refund.created": 1, "charge.refunded": 0}
+	if !maps.Equal(listed, want) {
+		t.Fatalf("events listed with pending webhooks %v, want %v", listed, want)
+	}
+}
+
+func TestWebhookEventsRefuseUnknownTypes(t *testing.T) {
+	_, err := providersim.New(providersim.Config{WebhookEndpoints: []string{"http://127.0.0.1:1"}, WebhookSecret: secret,
+		WebhookEvents: []string{"payment_intent.suceeded"}})
+	if err == nil || !strings.Contains(err.Error(), `"payment_intent.suceeded"`) {
+		t.Fatalf("a misspelt event type was accepted or not named: %v", err)
 	}
 }

@@ -28,7 +28,9 @@ func run(ctx context.Context, args []string) error {
 	snapEvery := fs.Duration("snapshot-interval", "PROVIDERSIM_SNAPSHOT_INTERVAL", 200*time.Millisecond, "how often changed state is written to --data-dir")
 	rateLimit := fs.Float("rate-limit", "PROVIDERSIM_RATE_LIMIT", providersim.DefaultRateLimit, "requests per second per API key before 429 rate_limit; 0 disables")
 	idemTTL := fs.Duration("idempotency-ttl", "PROVIDERSIM_IDEMPOTENCY_TTL", 24*time.Hour, "how long an Idempotency-Key is remembered")
-	hooks := fs.String("webhook-url", "PROVIDERSIM_WEBHOOK_URLS", "", "comma-separated webhook endpoints that receive every event")
+	hooks := fs.String("webhook-url", "PROVIDERSIM_WEBHOOK_URLS", "", "comma-separated webhook endpoints that receive the --webhook-events")
+	hookEvents := fs.String("webhook-events", "PROVIDERSIM_WEBHOOK_EVENTS", "*",
+		"comma-separated event types sent to the webhook endpoints, like a Stripe endpoint's enabled_events (* sends all; the Events API lists all either way)")
 	secret := fs.String("webhook-secret", "PROVIDERSIM_WEBHOOK_SECRET", "", "webhook signing secret (whsec_…); required with --webhook-url")
 	attempts := fs.Int("webhook-max-attempts", "PROVIDERSIM_WEBHOOK_MAX_ATTEMPTS", 8, "delivery attempts before a webhook is given up")
 	backoff := fs.Duration("webhook-backoff", "PROVIDERSIM_WEBHOOK_BACKOFF", time.Second, "wait before the first webhook retry; doubles per attempt")
@@ -73,6 +75,12 @@ func run(ctx context.Context, args []string) error {
 		}
 		endpoints = append(endpoints, u)
 	}
+	var events []string
+	for _, e := range strings.Split(*hookEvents, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			events = append(events, e)
+		}
+	}
 	switch {
 	case *seed < 0:
 		return kit.Usagef("--seed %d: must not be negative", *seed)
@@ -93,7 +101,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	sim, err := providersim.New(providersim.Config{
 		APIKey: *apiKey, Seed: uint64(*seed), Faults: faults, RateLimit: *rateLimit, IdempotencyTTL: *idemTTL,
-		DataDir: *dataDir, SnapshotInterval: *snapEvery, WebhookEndpoints: endpoints, WebhookSecret: *secret,
+		DataDir: *dataDir, SnapshotInterval: *snapEvery, WebhookEndpoints: endpoints, WebhookEvents: events, WebhookSecret: *secret,
 		WebhookMaxAttempts: *attempts, WebhookBackoff: *backoff, WebhookMaxBackoff: *maxBackoff,
 		WebhookTimeout: *hookTimeout, APIVersion: *apiVersion, Admin: *admin, Logger: log,
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concordhq/concord/infra/testkit"
+	payhttp "github.com/concordhq/concord/services/payment/http"
 	"github.com/concordhq/concord/services/providersim"
 )
 
@@ -89,6 +90,7 @@ func newSaga(t *testing.T, o opts) *saga {
 	s.orderURL, s.invURL, s.payURL = url("order-svc"), url("inventory-svc"), url("payment-svc")
 
 	sim, err := providersim.New(providersim.Config{APIKey: apiKey, Faults: o.faults, WebhookEndpoints: []string{s.payURL + "/webhooks/stripe"},
+		WebhookEvents: payhttp.Events,
 		WebhookSecret: secret, WebhookBackoff: 200 * time.Millisecond, WebhookMaxBackoff: time.Second, Admin: true})
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,16 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(`{"received":true,"result":"` + result + `"}`))
 }
 
+// Events are the event types the endpoint acts on; every other type is
+// stored and answered "ignored". Subscribe the provider's webhook endpoint
+// to these only (Stripe's enabled_events): each ignored delivery still
+// costs a request and a transaction, and a successful charge comes with
+// two of them (payment_intent.created, charge.succeeded).
+var Events = []string{
+	"payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled",
+	"payment_intent.processing", "refund.created",
+}
+
 // outcomeOf reads what an event says about its payment. ok is false for
 // events that say nothing we act on (payment_intent.created, charge.*).
 func outcomeOf(ev stripegw.Event) (payment.Outcome, string, bool) {
