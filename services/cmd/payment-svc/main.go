@@ -13,7 +13,6 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/kit"
-	"github.com/concordhq/concord/services/internal/sagaevent"
 	"github.com/concordhq/concord/services/internal/svc"
 	"github.com/concordhq/concord/services/payment/charger"
 	"github.com/concordhq/concord/services/payment/http"
@@ -33,7 +32,7 @@ func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
 		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
-		Topics: append(append([]string{}, kafka.Topics...), repair.Topic), BatchHandler: sagaevent.BatchHandler(handlers(), kafka.LockBatch), Migrate: migrate,
+		Topics: append(append([]string{}, kafka.Topics...), repair.Topic), BatchHandler: kafka.BatchHandler(handlers()), Migrate: migrate,
 		Flags: func(fs *kit.FlagSet) {
 			apiKey = fs.String("provider-api-key", "PROVIDER_API_KEY", "", "provider secret key (sk_test_…)")
 			baseURL = fs.String("provider-url", "PROVIDER_URL", "", "provider API base URL (empty: Stripe itself)")

@@ -246,30 +246,30 @@ func (c *Charger) charge(ctx context.Context, p postgres.Payment) error {
 // record applies what the provider said through the canonical writer.
 func (c *Charger) record(ctx context.Context, p postgres.Payment, res stripegw.Payment, source string) error {
 	return pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
-		if err := postgres.AttachProvider(ctx, tx, p.ID, res.ProviderID); err != nil {
-			return err
-		}
-		var err error
-		switch o := Outcome(res.Status); o {
+		o := postgres.Observation{ProviderPaymentID: res.ProviderID, Observed: res.ProviderStatus, Source: source}
+		switch Outcome(res.Status) {
 		case payment.OutcomeSucceeded:
-			_, err = postgres.MarkPaid(ctx, tx, p.ID, res.ProviderStatus, source)
+			o.To = payment.StatusPaid
 		case payment.OutcomeDeclined:
-			reason := res.DeclineCode
-			if reason == "" {
-				reason = string(res.Status)
+			o.To, o.Reason = payment.StatusFailed, res.DeclineCode
+			if o.Reason == "" {
+				o.Reason = string(res.Status)
 			}
-			_, err = postgres.MarkFailed(ctx, tx, p.ID, res.ProviderStatus, source, reason)
 		case payment.OutcomeRefunded:
-			_, err = postgres.MarkRefunded(ctx, tx, p.ID, res.ProviderStatus, source)
+			o.To = payment.StatusRefunded
 		default:
 			// Processing: the webhook will tell; read it ourselves after
 			// RecheckAfter in case the webhook is lost.
+			if err := postgres.AttachProvider(ctx, tx, p.ID, res.ProviderID); err != nil {
+				return err
+			}
 			var at time.Time
 			if c.cfg.RecheckAfter > 0 {
 				at = time.Now().Add(c.cfg.RecheckAfter)
 			}
-			err = postgres.RetryChargeAt(ctx, tx, p.ID, at, res.ProviderStatus, "")
+			return postgres.RetryChargeAt(ctx, tx, p.ID, at, res.ProviderStatus, "")
 		}
+		_, err := postgres.Record(ctx, tx, p.ID, o)
 		return err
 	})
 }

@@ -134,33 +134,34 @@ func (h *Webhook) apply(ctx context.Context, ev stripegw.Event, body []byte) (re
 		if err != nil {
 			return err
 		}
-		if err := postgres.AttachProvider(ctx, tx, p.ID, ev.PaymentID); err != nil {
-			if errors.Is(err, postgres.ErrProviderMismatch) {
-				// Two provider payments for one order: record it for the
-				// reconciler; retrying the delivery would not help.
-				result = "provider_mismatch"
-				return postgres.MarkProviderEventApplied(ctx, tx, ev.ID, result)
-			}
-			return err
-		}
-		observed := ""
+		o := postgres.Observation{ProviderPaymentID: ev.PaymentID, Source: "webhook:" + ev.ID}
 		if ev.Payment != nil {
-			observed = ev.Payment.ProviderStatus
+			o.Observed = ev.Payment.ProviderStatus
 		}
-		source := "webhook:" + ev.ID
 		changed := false
 		switch outcome {
 		case payment.OutcomeSucceeded:
-			changed, err = postgres.MarkPaid(ctx, tx, p.ID, observed, source)
+			o.To = payment.StatusPaid
 		case payment.OutcomeDeclined:
-			if reason == "" {
-				reason = ev.Type
+			o.To, o.Reason = payment.StatusFailed, reason
+			if o.Reason == "" {
+				o.Reason = ev.Type
 			}
-			changed, err = postgres.MarkFailed(ctx, tx, p.ID, observed, source, reason)
 		case payment.OutcomeRefunded:
-			changed, err = postgres.MarkRefunded(ctx, tx, p.ID, "refunded", source)
+			o.To, o.Observed = payment.StatusRefunded, "refunded"
 		default:
-			// processing: nothing moves; the id is attached above.
+			// processing: nothing moves, but the provider's id is worth
+			// keeping.
+			err = postgres.AttachProvider(ctx, tx, p.ID, ev.PaymentID)
+		}
+		if o.To != "" {
+			changed, err = postgres.Record(ctx, tx, p.ID, o)
+		}
+		if errors.Is(err, postgres.ErrProviderMismatch) {
+			// Two provider payments for one order: record it for the
+			// reconciler; retrying the delivery would not help.
+			result = "provider_mismatch"
+			return postgres.MarkProviderEventApplied(ctx, tx, ev.ID, result)
 		}
 		if err != nil {
 			return err

@@ -39,6 +39,36 @@ func CreateIntent(ctx context.Context, tx pgx.Tx, in NewIntent) (p Payment, crea
 	return p, true, err
 }
 
+// CreateIntents stores the intent rows of a batch of reservations in one
+// statement, skipping orders already cancelled (cancelled_orders) and
+// orders that have an intent (a redelivered reservation). It returns how
+// many intents it created. One statement per consumer batch instead of
+// three round trips per reservation: the reservation is on every order's
+// path.
+func CreateIntents(ctx context.Context, tx pgx.Tx, ins []NewIntent) (int64, error) {
+	if len(ins) == 0 {
+		return 0, nil
+	}
+	orders, keys, currencies, customers, methods := make([]string, len(ins)), make([]string, len(ins)),
+		make([]string, len(ins)), make([]string, len(ins)), make([]string, len(ins))
+	amounts := make([]int64, len(ins))
+	for i, in := range ins {
+		orders[i], keys[i], amounts[i] = in.OrderID, payment.IdempotencyKey(in.OrderID), in.Amount
+		currencies[i], customers[i], methods[i] = in.Currency, in.CustomerID, in.PaymentMethod
+	}
+	tag, err := tx.Exec(ctx, `insert into payments (order_id, idempotency_key, amount, currency, customer_id, payment_method)
+		select u.oid, u.key, u.amount, u.currency, u.customer, u.method
+		from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]) with ordinality
+			as u(oid, key, amount, currency, customer, method, n)
+		where not exists (select 1 from cancelled_orders c where c.order_id = u.oid)
+		order by u.n
+		on conflict (order_id) do nothing`, orders, keys, amounts, currencies, customers, methods)
+	if err != nil {
+		return 0, fmt.Errorf("store %d payment intents: %w", len(ins), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // RecordCancelledOrder notes that an order was cancelled: a reservation that
 // arrives later creates no charge, and a payment that is or becomes paid is
 // refunded. It returns the order's payment id, or 0 when it has none yet.
@@ -56,16 +86,6 @@ func RecordCancelledOrder(ctx context.Context, tx pgx.Tx, orderID, reason string
 		return 0, fmt.Errorf("mark payment of order %s cancelled: %w", orderID, err)
 	}
 	return id, nil
-}
-
-// OrderCancelled reports whether the order service cancelled the order.
-func OrderCancelled(ctx context.Context, q Querier, orderID string) (bool, error) {
-	var ok bool
-	err := q.QueryRow(ctx, `select exists (select 1 from cancelled_orders where order_id = $1)`, orderID).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("read cancellation of order %s: %w", orderID, err)
-	}
-	return ok, nil
 }
 
 // LockOrders takes a transaction-scoped advisory lock per order id, in the

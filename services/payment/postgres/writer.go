@@ -143,34 +143,75 @@ func AttachProvider(ctx context.Context, tx pgx.Tx, paymentID int64, providerPay
 	return nil
 }
 
+// Observation is what one path learned about a payment from the provider.
+type Observation struct {
+	// To is the status the provider's answer means.
+	To payment.Status
+	// ProviderPaymentID, when set, is attached to the payment if it has
+	// none yet (as AttachProvider would) in the same statement as the
+	// transition; another id than the one attached is ErrProviderMismatch.
+	ProviderPaymentID string
+	// Observed is the provider status that told us (e.g. "succeeded").
+	Observed string
+	// Source names the path ("sync", "webhook:evt_…", "poller", "reconciler").
+	Source string
+	// Reason is a failure's decline code.
+	Reason string
+}
+
+// Record applies what the provider said about a payment in tx: the
+// transition to o.To when the current status allows it (payment.Decide),
+// else only the observation. It returns changed=false when the status
+// stayed; a retry or a duplicate is never an error.
+//
+// It takes two round trips: the row lock, then the outbox event, the
+// payment's update and its transition row sent together. Every charge and
+// every webhook passes here, so it used to be the payment service's
+// largest share of database round trips.
+func Record(ctx context.Context, tx pgx.Tx, paymentID int64, o Observation) (bool, error) {
+	return transition(ctx, tx, paymentID, o)
+}
+
 // MarkPaid moves a payment to paid and emits payment.processed in tx.
 // observed is the provider status that told us (e.g. "succeeded"), source
 // names the path ("sync", "webhook:evt_…", "poller", "reconciler"). It
 // returns changed=false when the payment already was paid, or was refunded
 // since; a retry or a duplicate is never an error.
 func MarkPaid(ctx context.Context, tx pgx.Tx, paymentID int64, observed, source string) (bool, error) {
-	return transition(ctx, tx, paymentID, payment.StatusPaid, observed, source, "")
+	return transition(ctx, tx, paymentID, Observation{To: payment.StatusPaid, Observed: observed, Source: source})
 }
 
 // MarkFailed moves a pending payment to failed with reason (the decline
 // code) and emits payment.failed in tx. A payment already paid or refunded
 // is left alone (changed=false): a late decline notice is stale news.
 func MarkFailed(ctx context.Context, tx pgx.Tx, paymentID int64, observed, source, reason string) (bool, error) {
-	if reason == "" {
-		reason = "declined"
-	}
-	return transition(ctx, tx, paymentID, payment.StatusFailed, observed, source, reason)
+	return transition(ctx, tx, paymentID, Observation{To: payment.StatusFailed, Observed: observed, Source: source, Reason: reason})
 }
 
 // MarkRefunded moves a payment to refunded and emits payment.refunded in tx.
 func MarkRefunded(ctx context.Context, tx pgx.Tx, paymentID int64, observed, source string) (bool, error) {
-	return transition(ctx, tx, paymentID, payment.StatusRefunded, observed, source, "")
+	return transition(ctx, tx, paymentID, Observation{To: payment.StatusRefunded, Observed: observed, Source: source})
 }
 
-func transition(ctx context.Context, tx pgx.Tx, id int64, to payment.Status, observed, source, reason string) (bool, error) {
+func transition(ctx context.Context, tx pgx.Tx, id int64, o Observation) (bool, error) {
+	to := o.To
+	if to == payment.StatusFailed && o.Reason == "" {
+		o.Reason = "declined"
+	}
+	if to != payment.StatusFailed {
+		o.Reason = ""
+	}
 	p, err := lockPayment(ctx, tx, id)
 	if err != nil {
 		return false, err
+	}
+	attach := ""
+	switch {
+	case o.ProviderPaymentID == "" || o.ProviderPaymentID == p.ProviderPaymentID:
+	case p.ProviderPaymentID != "":
+		return false, fmt.Errorf("payment %d has %s, provider reports %s: %w", id, p.ProviderPaymentID, o.ProviderPaymentID, ErrProviderMismatch)
+	default:
+		attach, p.ProviderPaymentID = o.ProviderPaymentID, o.ProviderPaymentID
 	}
 	d, err := payment.Decide(p.Status, to)
 	if err != nil {
@@ -179,8 +220,9 @@ func transition(ctx context.Context, tx pgx.Tx, id int64, to payment.Status, obs
 	if d != payment.Apply {
 		// Record what the provider said even when nothing changes, so the
 		// reconciler sees the latest observation.
-		if observed != "" {
-			if _, err := tx.Exec(ctx, `update payments set observed_external_status = $2 where id = $1`, id, observed); err != nil {
+		if o.Observed != "" || attach != "" {
+			if _, err := tx.Exec(ctx, `update payments set observed_external_status = coalesce(nullif($2, ''), observed_external_status),
+				provider_payment_id = coalesce(provider_payment_id, nullif($3, '')) where id = $1`, id, o.Observed, attach); err != nil {
 				return false, fmt.Errorf("payment %d: record observation: %w", id, err)
 			}
 		}
@@ -196,8 +238,8 @@ func transition(ctx context.Context, tx pgx.Tx, id int64, to payment.Status, obs
 	if p.ProviderPaymentID != "" {
 		data["provider_payment_id"] = p.ProviderPaymentID
 	}
-	if reason != "" {
-		data["reason"] = reason
+	if o.Reason != "" {
+		data["reason"] = o.Reason
 	}
 	if to == payment.StatusRefunded {
 		data["reason"] = "refunded"
@@ -205,24 +247,23 @@ func transition(ctx context.Context, tx pgx.Tx, id int64, to payment.Status, obs
 			data["reason"] = "order_cancelled"
 		}
 	}
-	env, err := sagaevent.Append(ctx, tx, outbox.Event{
+	b := &pgx.Batch{}
+	env, err := sagaevent.Queue(ctx, b, outbox.Event{
 		Type: payment.EventType(to), AggregateID: p.OrderID, CorrelationID: p.OrderID,
-		Data: data, Headers: map[string]string{"source": source},
+		Data: data, Headers: map[string]string{"source": o.Source},
 	})
 	if err != nil {
 		return false, fmt.Errorf("payment %d (order %s) → %s: %w", id, p.OrderID, to, err)
 	}
-	_, err = tx.Exec(ctx, `update payments set status = $2, version = version + 1, updated_at = now(),
+	b.Queue(`update payments set status = $2, version = version + 1, updated_at = now(),
 		observed_external_status = coalesce(nullif($3, ''), observed_external_status),
-		failure_reason = case when $2 = 'failed' then $4 else failure_reason end, last_source = $5
-		where id = $1`, id, string(to), observed, reason, source)
-	if err != nil {
+		failure_reason = case when $2 = 'failed' then $4 else failure_reason end, last_source = $5,
+		provider_payment_id = coalesce(provider_payment_id, nullif($6, ''))
+		where id = $1`, id, string(to), o.Observed, o.Reason, o.Source, attach)
+	b.Queue(`insert into payment_transitions (payment_id, from_status, to_status, source, observed, event_id)
+		values ($1, $2, $3, $4, nullif($5, ''), $6)`, id, string(p.Status), string(to), o.Source, o.Observed, env.EventID)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return false, fmt.Errorf("payment %d → %s: %w", id, to, err)
-	}
-	_, err = tx.Exec(ctx, `insert into payment_transitions (payment_id, from_status, to_status, source, observed, event_id)
-		values ($1, $2, $3, $4, nullif($5, ''), $6)`, id, string(p.Status), string(to), source, observed, env.EventID)
-	if err != nil {
-		return false, fmt.Errorf("payment %d: record transition: %w", id, err)
 	}
 	return true, nil
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -141,5 +142,94 @@ func TestConcurrentWritersOfOnePaymentEmitOneEvent(t *testing.T) {
 	}
 	if wins != 1 || len(outboxTypes(t, pool)) != 1 {
 		t.Fatalf("%d writers changed the payment, outbox has %d rows; want exactly 1 and 1", wins, len(outboxTypes(t, pool)))
+	}
+}
+
+// Record ties the payment to the provider's id in the transition itself
+// (the charger and the webhook learn both at once), refuses a second
+// provider payment, and keeps the id when the status does not move.
+func TestRecordAttachesTheProviderIDWithTheTransition(t *testing.T) {
+	pool := newDB(t)
+	ctx := context.Background()
+	intent := func(order string) (p postgres.Payment) {
+		inTx(t, pool, func(tx pgx.Tx) (err error) {
+			p, _, err = postgres.CreateIntent(ctx, tx, postgres.NewIntent{OrderID: order, Amount: 100, Currency: "EUR"})
+			return err
+		})
+		return p
+	}
+	record := func(id int64, o postgres.Observation) (changed bool, err error) {
+		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+			changed, err = postgres.Record(ctx, tx, id, o)
+			return err
+		})
+		return changed, err
+	}
+	paid := intent(orderID)
+	if changed, err := record(paid.ID, postgres.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Observed: "succeeded", Source: "sync"}); err != nil || !changed {
+		t.Fatalf("Record paid with a provider id: changed %v, err %v", changed, err)
+	}
+	if got, _ := postgres.Get(ctx, pool, paid.ID); got.ProviderPaymentID != "pi_1" || got.Status != payment.StatusPaid {
+		t.Fatalf("after Record: provider id %q status %s; want pi_1 paid", got.ProviderPaymentID, got.Status)
+	}
+	if _, err := record(paid.ID, postgres.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_2", Source: "webhook"}); !errors.Is(err, postgres.ErrProviderMismatch) {
+		t.Fatalf("Record with another provider id: err = %v; want ErrProviderMismatch", err)
+	}
+	if changed, err := record(paid.ID, postgres.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Observed: "succeeded", Source: "webhook"}); err != nil || changed {
+		t.Fatalf("Record of the same outcome again: changed %v, err %v; want unchanged", changed, err)
+	}
+
+	// A decline that does not move the payment (it failed already) still
+	// leaves the provider's id on it.
+	failed := intent("0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d02")
+	if _, err := record(failed.ID, postgres.Observation{To: payment.StatusFailed, Observed: "requires_payment_method", Source: "sync"}); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := record(failed.ID, postgres.Observation{To: payment.StatusFailed, ProviderPaymentID: "pi_3", Observed: "requires_payment_method", Source: "webhook"}); err != nil || changed {
+		t.Fatalf("second decline: changed %v, err %v; want unchanged", changed, err)
+	}
+	if got, _ := postgres.Get(ctx, pool, failed.ID); got.ProviderPaymentID != "pi_3" || got.FailureReason != "declined" {
+		t.Fatalf("declined payment: provider id %q reason %q; want pi_3 and the default reason declined", got.ProviderPaymentID, got.FailureReason)
+	}
+	if types := outboxTypes(t, pool); !slices.Equal(types, []string{"payment.processed", "payment.failed"}) {
+		t.Fatalf("outbox = %v; want one payment.processed and one payment.failed", types)
+	}
+}
+
+// A batch of reservations becomes intents in one statement; an order
+// already cancelled gets none, and a redelivered reservation adds nothing.
+func TestCreateIntentsSkipsCancelledAndExistingOrders(t *testing.T) {
+	pool := newDB(t)
+	ctx := context.Background()
+	const cancelled, again = "0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d0c", "0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d0a"
+	inTx(t, pool, func(tx pgx.Tx) error {
+		if _, err := postgres.RecordCancelledOrder(ctx, tx, cancelled, "timeout"); err != nil {
+			return err
+		}
+		_, err := postgres.CreateIntents(ctx, tx, []postgres.NewIntent{{OrderID: again, Amount: 1, Currency: "EUR"}})
+		return err
+	})
+	var n int64
+	inTx(t, pool, func(tx pgx.Tx) (err error) {
+		n, err = postgres.CreateIntents(ctx, tx, []postgres.NewIntent{
+			{OrderID: orderID, Amount: 100, Currency: "EUR", PaymentMethod: "pm_card_visa"},
+			{OrderID: cancelled, Amount: 200, Currency: "EUR"},
+			{OrderID: again, Amount: 300, Currency: "EUR"},
+			{OrderID: orderID, Amount: 100, Currency: "EUR"}, // the same reservation twice in one batch
+		})
+		return err
+	})
+	if n != 1 {
+		t.Fatalf("CreateIntents created %d; want 1 (cancelled, existing and repeated orders skipped)", n)
+	}
+	p, err := postgres.ByOrder(ctx, pool, orderID)
+	if err != nil || p.Amount != 100 || p.IdempotencyKey != payment.IdempotencyKey(orderID) || p.Status != payment.StatusPending {
+		t.Fatalf("intent = %+v, %v", p, err)
+	}
+	if _, err := postgres.ByOrder(ctx, pool, cancelled); !errors.Is(err, postgres.ErrNotFound) {
+		t.Fatalf("cancelled order got an intent: %v", err)
+	}
+	if p, _ := postgres.ByOrder(ctx, pool, again); p.Amount != 1 {
+		t.Fatalf("existing intent changed to amount %d", p.Amount)
 	}
 }
