@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concordhq/concord/infra/pgmigrate"
@@ -161,32 +160,6 @@ func queueHistory(b *pgx.Batch, id string, st order.Status, reason, eventID, eve
 		id, string(st), reason, ev, eventType)
 }
 
-func historyErr(id, eventID string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" {
-		return fmt.Errorf("order %s: event %s already applied: %w", id, eventID, err)
-	}
-	return fmt.Errorf("order %s history: %w", id, err)
-}
-
-// LockOrders locks the rows of orderIDs in id order, inside tx. A consumer
-// batch applies events of many orders and holds each order's lock until it
-// commits; two partitions' batches meeting orders A and B in opposite
-// orders would deadlock (and wait a second for PostgreSQL to notice) unless
-// each takes all of its locks first, in one global order.
-func LockOrders(ctx context.Context, tx pgx.Tx, orderIDs []string) error {
-	if len(orderIDs) == 0 {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, `select 1 from orders where id = any($1::uuid[]) order by id for update`, orderIDs); err != nil {
-		return fmt.Errorf("lock %d orders: %w", len(orderIDs), err)
-	}
-	return nil
-}
-
 const orderCols = `id::text, customer_id, currency, total_amount, items, shipping_address, payment_method, status,
 	coalesce(reason, ''), created_at, updated_at`
 
@@ -254,57 +227,6 @@ func (s *Store) List(ctx context.Context, status order.Status, limit int) ([]Ord
 	return out, nil
 }
 
-// Apply moves an order by a saga signal inside tx (the consumer's
-// transaction, which also records the event as processed). eventID is the
-// event that carried the signal. It locks the order row so concurrent
-// signals (a payment and the sweeper) serialise; the loser sees a terminal
-// order and changes nothing. When the order reaches CONFIRMED or CANCELLED
-// it appends order.confirmed / order.cancelled, caused by eventID.
-func Apply(ctx context.Context, tx pgx.Tx, orderID string, sig order.Signal, reason, eventID string) (changed bool, err error) {
-	var cur string
-	var total int64
-	var currency string
-	err = tx.QueryRow(ctx, `select status, total_amount, currency from orders where id = $1 for update`, orderID).Scan(&cur, &total, &currency)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("order %s (%s event %s): %w", orderID, sig, eventID, ErrNotFound)
-	}
-	if err != nil {
-		return false, fmt.Errorf("lock order %s: %w", orderID, err)
-	}
-	next, ok := order.Next(order.Status(cur), sig)
-	if !ok {
-		return false, nil
-	}
-	if next != order.StatusCancelled {
-		reason = ""
-	}
-	// The status change and its history row go in one round trip.
-	b := &pgx.Batch{}
-	b.Queue(`update orders set status = $2, reason = nullif($3, ''), updated_at = now(),
-		terminal_at = case when $2 in ('CONFIRMED', 'CANCELLED') then now() end where id = $1`, orderID, string(next), reason)
-	queueHistory(b, orderID, next, reason, eventID, string(sig))
-	if err := historyErr(orderID, eventID, tx.SendBatch(ctx, b).Close()); err != nil {
-		return false, fmt.Errorf("order %s → %s: %w", orderID, next, err)
-	}
-	var ev outbox.Event
-	switch next {
-	case order.StatusConfirmed:
-		ev = outbox.Event{Type: "order.confirmed", Data: map[string]any{"order_id": orderID, "total_amount": total, "currency": currency}}
-	case order.StatusCancelled:
-		ev = outbox.Event{Type: "order.cancelled", Data: map[string]any{"order_id": orderID, "reason": reason}}
-	default:
-		return true, nil
-	}
-	ev.AggregateID, ev.CorrelationID = orderID, orderID
-	if sig != order.TimedOut {
-		ev.CausationID = eventID
-	}
-	if _, err := sagaevent.Append(ctx, tx, ev); err != nil {
-		return false, fmt.Errorf("order %s: %w", orderID, err)
-	}
-	return true, nil
-}
-
 // CancelStuck cancels up to limit orders that have been in flight longer
 // than maxAge, reason timeout, and returns how many it cancelled. Rows
 // another transaction holds (a payment landing right now) are skipped and
@@ -322,16 +244,23 @@ func (s *Store) CancelStuck(ctx context.Context, maxAge time.Duration, limit int
 		if err != nil {
 			return err
 		}
-		for _, id := range ids {
-			changed, err := Apply(ctx, tx, id, order.TimedOut, order.ReasonTimeout, "")
-			if err != nil {
-				return err
-			}
-			if changed {
+		// One ApplyBatch for the whole sweep: a stalled saga leaves many
+		// orders stuck at once, and each cost four round trips alone.
+		sigs := make([]Signal, len(ids))
+		for i, id := range ids {
+			sigs[i] = Signal{OrderID: id, Signal: order.TimedOut, Reason: order.ReasonTimeout}
+		}
+		ctx, buf := sagaevent.WithBuffer(ctx)
+		out, err := ApplyBatch(ctx, tx, sigs)
+		if err != nil {
+			return err
+		}
+		for _, o := range out {
+			if o.Changed {
 				n++
 			}
 		}
-		return nil
+		return buf.Flush(ctx, tx)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel stuck orders: %w", err)
