@@ -82,6 +82,9 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		"how long the group waits for a silent member before giving its partitions to the others; a member killed without leaving holds them this long (broker minimum: group.min.session.timeout.ms, 6s by default)")
 	maxConns := fs.Int("db-max-conns", "DB_MAX_CONNS", 16,
 		"database connections the service may hold: API requests, the consumer's partitions, the relay and the workers share them")
+	fetchWait := fs.Duration("fetch-max-wait", "FETCH_MAX_WAIT", 20*time.Millisecond,
+		"how long the broker may hold a fetch to gather --fetch-min-bytes: bigger consumer batches (fewer transactions per event) for at most this much latency per hop")
+	fetchMin := fs.Int("fetch-min-bytes", "FETCH_MIN_BYTES", 16<<10, "bytes a fetch waits for (up to --fetch-max-wait); 1 answers as soon as anything is there")
 	profiling := fs.Bool("pprof", "PPROF", false, "serve /debug/pprof/ on the ops server (CPU and heap profiles; off by default: it exposes internals)")
 	if spec.Flags != nil {
 		spec.Flags(fs)
@@ -140,7 +143,7 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	}))
 	rcfg := idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
 		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace,
-		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session)}}
+		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
 	// Handlers run as one batch call so the events they append are written
 	// with one COPY per batch rather than two round trips each.
 	rcfg.BatchHandler = spec.BatchHandler
