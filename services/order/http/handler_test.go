@@ -127,6 +127,13 @@ func TestGetAndListOrders(t *testing.T) {
 	if got.Status != "PENDING" || len(got.History) != 1 {
 		t.Fatalf("GET order = %+v; want PENDING with one history entry", got)
 	}
+	// The POST answer's history is built without reading it back; it must
+	// be what is stored.
+	posted, _ := json.Marshal(o["history"])
+	stored, _ := json.Marshal(got.History)
+	if string(posted) != string(stored) {
+		t.Fatalf("POST answered history %s; stored %s", posted, stored)
+	}
 	for path, want := range map[string]int{"/orders/not-a-uuid": 404, "/orders/01a22990-d960-7727-a960-5db346c37962": 404,
 		"/orders?status=PENDING": 200, "/orders?status=bogus": 400, "/orders?limit=0": 400} {
 		resp, err := http.Get(srv.URL + path)
@@ -137,5 +144,23 @@ func TestGetAndListOrders(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s = %d; want %d", path, resp.StatusCode, want)
 		}
+	}
+}
+
+// The order, its event and its history row are written as one batch
+// without BEGIN; PostgreSQL must still keep them or drop them together.
+func TestAFailedOrderWriteStoresNothing(t *testing.T) {
+	srv, pool := newAPI(t)
+	if _, err := pool.Exec(context.Background(), `alter table order_history add constraint refuse_all check (false) not valid`); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := post(t, srv.URL, good, "")
+	if resp.StatusCode < 500 {
+		t.Fatalf("POST with the history insert failing: %d; want a 5xx", resp.StatusCode)
+	}
+	var orders, events int
+	_ = pool.QueryRow(context.Background(), `select (select count(*) from orders), (select count(*) from outbox)`).Scan(&orders, &events)
+	if orders != 0 || events != 0 {
+		t.Fatalf("a failed POST left %d orders and %d events; want none", orders, events)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concordhq/concord/infra/pgmigrate"
@@ -90,65 +91,59 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 	if idemKey != "" {
 		key = &idemKey
 	}
-	// A new order costs four round trips (begin, the insert returning the
-	// row, the event and history sent together, commit) where it used to
-	// take eight: at a few hundred orders a second on a small machine the
-	// POST path spent its time waiting on the wire and on pool connections.
-	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		items, _ := json.Marshal(req.Items)
-		var addr []byte
-		if req.ShippingAddress != nil {
-			addr, _ = json.Marshal(req.ShippingAddress)
-		}
+	items, _ := json.Marshal(req.Items)
+	var addr []byte
+	if req.ShippingAddress != nil {
+		addr, _ = json.Marshal(req.ShippingAddress)
+	}
+	data := map[string]any{"order_id": id, "customer_id": req.CustomerID, "items": req.Items,
+		"total_amount": req.Total(), "currency": req.Currency, "payment_method": req.PaymentMethod}
+	if req.ShippingAddress != nil {
+		data["shipping_address"] = req.ShippingAddress
+	}
+	// A new order is one round trip: the order, its event and its history
+	// row go as one batch, which PostgreSQL runs as one implicit
+	// transaction (all or nothing, no BEGIN or COMMIT to wait for). It used
+	// to take four, and eight before that: the POST path is on every
+	// order's way, and on a small machine it spent its time waiting on the
+	// wire and on pool connections. A reused idempotency key fails the
+	// order's insert, which undoes the batch; only then is the first order
+	// looked up.
+	b := &pgx.Batch{}
+	b.Queue(`insert into orders (id, customer_id, currency, total_amount, items, shipping_address,
+		payment_method, status, idempotency_key, request_hash) values ($1, $2, $3, $4, $5, $6, $7, 'PENDING', $8, $9)
+		returning `+orderCols,
+		id, req.CustomerID, req.Currency, req.Total(), items, addr, req.PaymentMethod, key, hash).QueryRow(func(row pgx.Row) error {
 		var err error
-		o, err = scanOrder(tx.QueryRow(ctx, `insert into orders (id, customer_id, currency, total_amount, items, shipping_address,
-			payment_method, status, idempotency_key, request_hash) values ($1, $2, $3, $4, $5, $6, $7, 'PENDING', $8, $9)
-			on conflict (idempotency_key) do nothing returning `+orderCols,
-			id, req.CustomerID, req.Currency, req.Total(), items, addr, req.PaymentMethod, key, hash))
-		if errors.Is(err, pgx.ErrNoRows) { // the idempotency key was used before
-			var prevID, prevHash string
-			if err := tx.QueryRow(ctx, `select id, request_hash from orders where idempotency_key = $1`, idemKey).Scan(&prevID, &prevHash); err != nil {
-				return fmt.Errorf("read order of idempotency key %q: %w", idemKey, err)
-			}
-			if prevHash != hash {
-				return fmt.Errorf("idempotency key %q (order %s): %w", idemKey, prevID, ErrIdempotencyConflict)
-			}
-			id = prevID
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("insert order %s: %w", id, err)
-		}
-		created = true
-		data := map[string]any{"order_id": id, "customer_id": req.CustomerID, "items": req.Items,
-			"total_amount": req.Total(), "currency": req.Currency, "payment_method": req.PaymentMethod}
-		if req.ShippingAddress != nil {
-			data["shipping_address"] = req.ShippingAddress
-		}
-		b := &pgx.Batch{}
-		env, err := sagaevent.Queue(ctx, b, outbox.Event{Type: "order.created", Version: 2, AggregateID: id, CorrelationID: id, Data: data})
-		if err != nil {
-			return fmt.Errorf("order %s: %w", id, err)
-		}
-		queueHistory(b, id, order.StatusPending, "", env.EventID, "order.created")
-		b.Queue(`select status, coalesce(reason, ''), event_type, coalesce(event_id, ''), at
-			from order_history where order_id = $1 order by id`, id).Query(func(rows pgx.Rows) error {
-			o.History, err = pgx.CollectRows(rows, scanHistory)
-			return err
-		})
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("order %s: store order.created and history: %w", id, err)
-		}
-		return nil
+		o, err = scanOrder(row)
+		return err
 	})
+	env, err := sagaevent.Queue(ctx, b, outbox.Event{Type: "order.created", Version: 2, AggregateID: id, CorrelationID: id, Data: data})
 	if err != nil {
-		return Order{}, false, err
+		return Order{}, false, fmt.Errorf("order %s: %w", id, err)
 	}
-	if created {
+	queueHistory(b, id, order.StatusPending, "", env.EventID, "order.created")
+	err = s.Pool.SendBatch(ctx, b).Close()
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		// The history row's time is the transaction's now(), as is the
+		// order's created_at.
+		o.History = []HistoryEntry{{Status: order.StatusPending, EventType: "order.created", EventID: env.EventID, At: o.CreatedAt}}
 		return o, true, nil
+	case key != nil && errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "orders_idempotency_key_key":
+		var prevID, prevHash string
+		if err := s.Pool.QueryRow(ctx, `select id, request_hash from orders where idempotency_key = $1`, idemKey).Scan(&prevID, &prevHash); err != nil {
+			return Order{}, false, fmt.Errorf("read order of idempotency key %q: %w", idemKey, err)
+		}
+		if prevHash != hash {
+			return Order{}, false, fmt.Errorf("idempotency key %q (order %s): %w", idemKey, prevID, ErrIdempotencyConflict)
+		}
+		o, err = s.Get(ctx, prevID)
+		return o, false, err
+	default:
+		return Order{}, false, fmt.Errorf("store order %s: %w", id, err)
 	}
-	o, err = s.Get(ctx, id)
-	return o, false, err
 }
 
 func queueHistory(b *pgx.Batch, id string, st order.Status, reason, eventID, eventType string) {
