@@ -35,9 +35,24 @@ func newPartitionWorker(r *Runner, tp topicPartition) *partitionWorker {
 	return &partitionWorker{r: r, tp: tp, wake: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
 }
 
-// push queues records, split into batches of at most MaxBatchRecords.
+// push queues records in batches of at most MaxBatchRecords, topping up
+// the last waiting batch first. A partition that waits (for a slot under
+// MaxConcurrentPartitions, or behind a slow batch) thus applies what piled
+// up in few large transactions instead of one small one per poll: the
+// fixed cost of a batch is most of the cost of a small one.
 func (w *partitionWorker) push(recs []*kgo.Record, hwm int64) {
 	w.mu.Lock()
+	if n := len(w.queue); n > 0 {
+		last := &w.queue[n-1]
+		k := min(len(recs), w.r.cfg.MaxBatchRecords-len(last.recs))
+		if k > 0 {
+			// last.recs has no spare capacity (see below), so this append
+			// copies rather than writing into the client's slice.
+			last.recs = append(last.recs, recs[:k]...)
+			last.hwm = hwm
+			recs = recs[k:]
+		}
+	}
 	for len(recs) > 0 {
 		n := min(len(recs), w.r.cfg.MaxBatchRecords)
 		w.queue = append(w.queue, queued{recs[:n:n], hwm})
