@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -74,13 +73,4 @@ func (p *proc) waitReady(ctx context.Context, url string, timeout time.Duration)
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s not ready at %s after %s; see %s", p.name, url, timeout, p.log)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

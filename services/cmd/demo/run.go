@@ -179,13 +179,14 @@ func deleteOldDemoTopics(ctx context.Context, c config) error {
 
 func startAll(ctx context.Context, c config) (*running, error) {
 	r := &running{pools: map[string]*pgxpool.Pool{}}
+	names := []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler"}
+	free, err := kit.FreePorts(len(names))
+	if err != nil {
+		return r, fmt.Errorf("find free ports: %w", err)
+	}
 	ports := map[string]int{}
-	for _, n := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler"} {
-		p, err := freePort()
-		if err != nil {
-			return r, err
-		}
-		ports[n] = p
+	for i, n := range names {
+		ports[n] = free[i]
 	}
 	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
 	r.sim, r.orderURL, r.invURL, r.payURL = url("provider-sim"), url("order-svc"), url("inventory-svc"), url("payment-svc")

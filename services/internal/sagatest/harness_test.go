@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	payhttp "github.com/concordhq/concord/services/payment/http"
 	"github.com/concordhq/concord/services/providersim"
@@ -67,15 +67,6 @@ type opts struct {
 	recheck    time.Duration // payment-svc's recheck of processing payments (default 0: webhooks only)
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func newSaga(t *testing.T, o opts) *saga {
 	t.Helper()
 	if o.stuckAfter == 0 {
@@ -85,7 +76,11 @@ func newSaga(t *testing.T, o opts) *saga {
 	k := testkit.NewKafka(t)
 	prefix := testkit.UniqueName(t, "saga") + "."
 	s := &saga{t: t, procs: map[string]*exec.Cmd{}, env: map[string][]string{}, logs: t.TempDir()}
-	ports := map[string]int{"order-svc": freePort(t), "inventory-svc": freePort(t), "payment-svc": freePort(t)}
+	free, err := kit.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]int{"order-svc": free[0], "inventory-svc": free[1], "payment-svc": free[2]}
 	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
 	s.orderURL, s.invURL, s.payURL = url("order-svc"), url("inventory-svc"), url("payment-svc")
 
