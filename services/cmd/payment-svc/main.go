@@ -41,13 +41,14 @@ func run(ctx context.Context, args []string) error {
 			recheck = fs.Duration("recheck-pending-after", "RECHECK_PENDING_AFTER", 10*time.Second,
 				"read a payment the provider left processing after this long if no webhook settled it (0: leave it to webhooks and the reconciler)")
 			lease = fs.Duration("charge-lease", "CHARGE_LEASE", 15*time.Second, "how long a claimed payment is left to one attempt (must exceed --provider-timeout)")
-			concurrency = fs.Int("provider-concurrency", "PROVIDER_CONCURRENCY", 16, "provider calls in flight")
+			concurrency = fs.Int("provider-concurrency", "PROVIDER_CONCURRENCY", 64,
+				"provider calls in flight (each waits out the provider's answer, so the charge rate is about this divided by the provider's latency)")
 		},
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
 			if err := kit.Require("provider-api-key", *apiKey, "webhook-secret", *secret); err != nil {
 				return nil, kit.UsageError{Err: err}
 			}
-			gw, err := stripegw.New(stripegw.Config{APIKey: *apiKey, BaseURL: *baseURL, Timeout: *timeout})
+			gw, err := stripegw.New(stripegw.Config{APIKey: *apiKey, BaseURL: *baseURL, Timeout: *timeout, Connections: *concurrency})
 			if err != nil {
 				return nil, err
 			}

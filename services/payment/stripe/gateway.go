@@ -48,7 +48,13 @@ type Config struct {
 	// failed with a transport error, 409 or 5xx, reusing the same
 	// Idempotency-Key (default 0: the caller owns retries).
 	MaxNetworkRetries int64
-	// HTTPClient overrides the HTTP client (then Timeout is ignored).
+	// Connections is how many calls the caller makes at once (default 16).
+	// That many idle connections are kept open: Go's default keeps two per
+	// host, so every other concurrent call would open (and, against
+	// Stripe, handshake TLS for) a connection of its own and close it.
+	Connections int
+	// HTTPClient overrides the HTTP client (then Timeout and Connections
+	// are ignored).
 	HTTPClient *http.Client
 }
 
@@ -67,9 +73,15 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.Connections <= 0 {
+		cfg.Connections = 16
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: cfg.Timeout}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = cfg.Connections
+		tr.MaxIdleConns = max(tr.MaxIdleConns, cfg.Connections)
+		hc = &http.Client{Timeout: cfg.Timeout, Transport: tr}
 	}
 	bc := &stripe.BackendConfig{
 		HTTPClient:        hc,

@@ -3,7 +3,11 @@ package stripegw_test
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -314,5 +318,47 @@ func TestStatusOf(t *testing.T) {
 func TestSimulatorSpeaksTheSDKsAPIVersion(t *testing.T) {
 	if providersim.DefaultAPIVersion != stripe.APIVersion {
 		t.Fatalf("simulator %s, stripe-go %s", providersim.DefaultAPIVersion, stripe.APIVersion)
+	}
+}
+
+// Concurrent calls reuse their connections: Go's default transport keeps
+// two idle connections per host, so a charger with more calls in flight
+// would open and close a connection (a TLS handshake, against Stripe) for
+// most of them.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	sim, err := providersim.New(providersim.Config{Faults: providersim.DefaultFaults()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	var opened atomic.Int64
+	ts := httptest.NewUnstartedServer(sim)
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	const inFlight, rounds = 8, 4
+	gw, err := stripegw.New(stripegw.Config{APIKey: "sk_test_gateway", BaseURL: ts.URL, Connections: inFlight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for i := range inFlight {
+			wg.Go(func() {
+				if _, err := gw.CreateAndConfirm(t.Context(), intent(fmt.Sprintf("conn-%d-%d", round, i), 100, providersim.PaymentMethodVisa)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	// Each round may find a connection or two not yet back in the idle
+	// pool; without reuse every round after the first opens six anew.
+	if n := opened.Load(); n > inFlight+rounds {
+		t.Fatalf("%d rounds of %d concurrent calls opened %d connections; want at most %d", rounds, inFlight, n, inFlight+rounds)
 	}
 }
