@@ -100,7 +100,7 @@ func BatchHandler(mux idempotent.Mux) idempotent.BatchHandler {
 			if ev.EventType == "inventory.reserved" {
 				in, err := intentOf(ev)
 				if err != nil {
-					return fmt.Errorf("event %s (%s): %w", ev.EventID, ev.EventType, err)
+					return err // it names the event
 				}
 				intents = append(intents, in)
 				continue
