@@ -74,6 +74,12 @@ type Config struct {
 	WebhookMaxBackoff time.Duration
 	// WebhookTimeout bounds one delivery attempt (default 10s, real time).
 	WebhookTimeout time.Duration
+	// WebhookConcurrency is how many deliveries may be in flight at once
+	// (default 1: one at a time, in event order). Stripe itself sends
+	// concurrently and promises no order; more than one makes deliveries
+	// overlap and arrive out of order, and lets an endpoint take webhooks
+	// as fast as payments happen.
+	WebhookConcurrency int
 	// HTTPClient sends webhooks (default: a client with WebhookTimeout).
 	HTTPClient *http.Client
 	// APIVersion is stamped on events (default DefaultAPIVersion).
@@ -160,8 +166,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WebhookTimeout == 0 {
 		cfg.WebhookTimeout = 10 * time.Second
 	}
+	if cfg.WebhookConcurrency <= 0 {
+		cfg.WebhookConcurrency = 1
+	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: cfg.WebhookTimeout}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = cfg.WebhookConcurrency // keep one connection per delivery slot
+		cfg.HTTPClient = &http.Client{Timeout: cfg.WebhookTimeout, Transport: tr}
 	}
 	if cfg.APIVersion == "" {
 		cfg.APIVersion = DefaultAPIVersion

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -118,15 +119,19 @@ func (s *Server) dueDeliveries(now time.Time) []*delivery {
 	return out
 }
 
-// runDispatcher sends due webhooks, one at a time in queue order, until
-// Close; a slow endpoint therefore delays every delivery behind it (by at
-// most WebhookTimeout per attempt). A non-2xx answer or a transport error is retried after
-// WebhookBackoff·2^(attempt-1) (capped at WebhookMaxBackoff, on the Clock)
-// until WebhookMaxAttempts, then given up and counted.
+// runDispatcher sends due webhooks in queue order, WebhookConcurrency at a
+// time, until Close; with one slot a slow endpoint delays every delivery
+// behind it (by at most WebhookTimeout per attempt). A non-2xx answer or a
+// transport error is retried after WebhookBackoff·2^(attempt-1) (capped at
+// WebhookMaxBackoff, on the Clock) until WebhookMaxAttempts, then given up
+// and counted.
 func (s *Server) runDispatcher() {
 	defer s.wg.Done()
 	tick := time.NewTicker(s.cfg.TickInterval)
 	defer tick.Stop()
+	slots := make(chan struct{}, s.cfg.WebhookConcurrency)
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -138,40 +143,53 @@ func (s *Server) runDispatcher() {
 		batch := s.dueDeliveries(s.clock.Now())
 		s.mu.Unlock()
 		for i, d := range batch {
+			select {
+			case slots <- struct{}{}:
+			case <-s.ctx.Done():
+			}
 			if s.ctx.Err() != nil {
 				s.mu.Lock()
 				s.hooks.pending = append(s.hooks.pending, batch[i:]...)
 				s.mu.Unlock()
 				return
 			}
-			err := s.send(d)
-			s.mu.Lock()
-			if err == nil {
-				s.stats.WebhooksSent++
-				if s.hooks.lastSent == nil {
-					s.hooks.lastSent = make(map[string]int64)
-				}
-				s.hooks.lastSent[d.endpoint] = max(s.hooks.lastSent[d.endpoint], d.seq)
-			} else {
-				s.stats.WebhookFailures++
-				d.attempt++
-				if d.attempt >= s.cfg.WebhookMaxAttempts {
-					s.stats.WebhooksGivenUp++
-					s.log.Warn("providersim: giving up webhook", "event_id", d.eventID, "endpoint", d.endpoint, "attempts", d.attempt, "err", err)
-				} else {
-					backoff := s.cfg.WebhookBackoff << (d.attempt - 1)
-					if backoff > s.cfg.WebhookMaxBackoff || backoff <= 0 {
-						backoff = s.cfg.WebhookMaxBackoff
-					}
-					d.held = false
-					d.due = s.clock.Now().Add(backoff)
-					s.hooks.pending = append(s.hooks.pending, d)
-					s.log.Info("providersim: webhook failed, will retry", "event_id", d.eventID, "endpoint", d.endpoint, "attempt", d.attempt, "backoff", backoff, "err", err)
-				}
-			}
-			s.mu.Unlock()
+			inFlight.Add(1)
+			go func() {
+				defer func() { <-slots; inFlight.Done() }()
+				s.delivered(d, s.send(d))
+			}()
 		}
 	}
+}
+
+// delivered records the outcome of one delivery attempt: sent, or queued
+// again with backoff, or given up.
+func (s *Server) delivered(d *delivery, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.stats.WebhooksSent++
+		if s.hooks.lastSent == nil {
+			s.hooks.lastSent = make(map[string]int64)
+		}
+		s.hooks.lastSent[d.endpoint] = max(s.hooks.lastSent[d.endpoint], d.seq)
+		return
+	}
+	s.stats.WebhookFailures++
+	d.attempt++
+	if d.attempt >= s.cfg.WebhookMaxAttempts {
+		s.stats.WebhooksGivenUp++
+		s.log.Warn("providersim: giving up webhook", "event_id", d.eventID, "endpoint", d.endpoint, "attempts", d.attempt, "err", err)
+		return
+	}
+	backoff := s.cfg.WebhookBackoff << (d.attempt - 1)
+	if backoff > s.cfg.WebhookMaxBackoff || backoff <= 0 {
+		backoff = s.cfg.WebhookMaxBackoff
+	}
+	d.held = false
+	d.due = s.clock.Now().Add(backoff)
+	s.hooks.pending = append(s.hooks.pending, d)
+	s.log.Info("providersim: webhook failed, will retry", "event_id", d.eventID, "endpoint", d.endpoint, "attempt", d.attempt, "backoff", backoff, "err", err)
 }
 
 // send makes one delivery attempt, signed at the moment of sending.

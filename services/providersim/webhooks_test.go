@@ -3,8 +3,11 @@ package providersim_test
 import (
 	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,5 +165,43 @@ func TestWebhookEventsRefuseUnknownTypes(t *testing.T) {
 		WebhookEvents: []string{"payment_intent.suceeded"}})
 	if err == nil || !strings.Contains(err.Error(), `"payment_intent.suceeded"`) {
 		t.Fatalf("a misspelt event type was accepted or not named: %v", err)
+	}
+}
+
+// With WebhookConcurrency n, n deliveries are in flight at once and no
+// more: an endpoint slower than the payment rate still keeps up.
+func TestWebhookConcurrencyOverlapsDeliveries(t *testing.T) {
+	const n = 4
+	var mu sync.Mutex
+	inFlight, most, total := 0, 0, 0
+	release := make(chan struct{})
+	var once sync.Once
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inFlight++
+		total++
+		most = max(most, inFlight)
+		if inFlight == n {
+			// Hold the first n a while: more arrive meanwhile only if
+			// the simulator sends more than n at once.
+			once.Do(func() { time.AfterFunc(300*time.Millisecond, func() { close(release) }) })
+		}
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	}))
+	t.Cleanup(ts.Close)
+	h := start(t, providersim.Config{WebhookEndpoints: []string{ts.URL}, WebhookSecret: secret, WebhookConcurrency: n})
+	for i := range 3 { // three events each: 9 deliveries
+		h.mustCreate(h.client(), providersim.PaymentMethodVisa, 100, fmt.Sprintf("conc-%d", i))
+	}
+	eventually(t, "9 deliveries", func() bool { mu.Lock(); defer mu.Unlock(); return total == 9 && inFlight == 0 })
+	if most != n {
+		t.Fatalf("at most %d deliveries were in flight at once; want %d", most, n)
 	}
 }

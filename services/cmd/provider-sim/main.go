@@ -32,6 +32,8 @@ func run(ctx context.Context, args []string) error {
 	hookEvents := fs.String("webhook-events", "PROVIDERSIM_WEBHOOK_EVENTS", "*",
 		"comma-separated event types sent to the webhook endpoints, like a Stripe endpoint's enabled_events (* sends all; the Events API lists all either way)")
 	secret := fs.String("webhook-secret", "PROVIDERSIM_WEBHOOK_SECRET", "", "webhook signing secret (whsec_…); required with --webhook-url")
+	hookConc := fs.Int("webhook-concurrency", "PROVIDERSIM_WEBHOOK_CONCURRENCY", 1,
+		"webhook deliveries in flight at once; 1 sends one at a time in event order, more overlap them and give up order, as Stripe does")
 	attempts := fs.Int("webhook-max-attempts", "PROVIDERSIM_WEBHOOK_MAX_ATTEMPTS", 8, "delivery attempts before a webhook is given up")
 	backoff := fs.Duration("webhook-backoff", "PROVIDERSIM_WEBHOOK_BACKOFF", time.Second, "wait before the first webhook retry; doubles per attempt")
 	maxBackoff := fs.Duration("webhook-max-backoff", "PROVIDERSIM_WEBHOOK_MAX_BACKOFF", 5*time.Minute, "longest wait between webhook retries")
@@ -90,6 +92,8 @@ func run(ctx context.Context, args []string) error {
 		return kit.Usagef("--webhook-secret is required with --webhook-url")
 	case *apiKey != "" && !strings.HasPrefix(*apiKey, "sk_test_"):
 		return kit.Usagef("--api-key must start with sk_test_")
+	case *hookConc < 1:
+		return kit.Usagef("--webhook-concurrency %d: must be at least 1", *hookConc)
 	case *attempts < 1:
 		return kit.Usagef("--webhook-max-attempts %d: must be at least 1", *attempts)
 	case *idemTTL <= 0 || *backoff <= 0 || *maxBackoff <= 0 || *hookTimeout <= 0 || *snapEvery <= 0:
@@ -102,7 +106,7 @@ func run(ctx context.Context, args []string) error {
 	sim, err := providersim.New(providersim.Config{
 		APIKey: *apiKey, Seed: uint64(*seed), Faults: faults, RateLimit: *rateLimit, IdempotencyTTL: *idemTTL,
 		DataDir: *dataDir, SnapshotInterval: *snapEvery, WebhookEndpoints: endpoints, WebhookEvents: events, WebhookSecret: *secret,
-		WebhookMaxAttempts: *attempts, WebhookBackoff: *backoff, WebhookMaxBackoff: *maxBackoff,
+		WebhookMaxAttempts: *attempts, WebhookConcurrency: *hookConc, WebhookBackoff: *backoff, WebhookMaxBackoff: *maxBackoff,
 		WebhookTimeout: *hookTimeout, APIVersion: *apiVersion, Admin: *admin, Logger: log,
 	})
 	if err != nil {
