@@ -65,3 +65,39 @@ func TestIdempotencyKeyDependsOnlyOnTheOrder(t *testing.T) {
 		t.Fatal("idempotency keys must be a function of the order id alone")
 	}
 }
+
+// The webhook decides "nothing to do" without the payment's row lock. That
+// is safe only if news that changes nothing for a status changes nothing
+// for every status the payment can move on to.
+func TestNewsThatChangesNothingNeverChangesAnythingLater(t *testing.T) {
+	all := []Status{StatusPending, StatusFailed, StatusPaid, StatusRefunded}
+	targets := all[1:]
+	// later[s] is every status reachable from s by applied transitions.
+	later := map[Status][]Status{}
+	for _, s := range all {
+		seen := map[Status]bool{s: true}
+		for frontier := []Status{s}; len(frontier) > 0; {
+			cur := frontier[0]
+			frontier = frontier[1:]
+			for _, to := range targets {
+				if d, _ := Decide(cur, to); d == Apply && !seen[to] {
+					seen[to] = true
+					later[s] = append(later[s], to)
+					frontier = append(frontier, to)
+				}
+			}
+		}
+	}
+	for _, s := range all {
+		for _, to := range targets {
+			if d, _ := Decide(s, to); d == Apply {
+				continue
+			}
+			for _, s2 := range later[s] {
+				if d, _ := Decide(s2, to); d == Apply {
+					t.Errorf("%s → %s changes nothing, but after the payment moves on to %s it applies", s, to, s2)
+				}
+			}
+		}
+	}
+}

@@ -3,9 +3,11 @@
 //	POST /webhooks/stripe
 //
 // A delivery is verified (Stripe-Signature), stored raw in provider_events
-// (deduplicated on the provider's event id) and applied through the
-// canonical writer, all in one transaction. Only then is it answered 200;
-// any failure answers 5xx so the provider delivers it again.
+// (deduplicated on the provider's event id, committed before anything acts
+// on it), then applied through the canonical writer and marked applied.
+// Only then is it answered 200; any failure answers 5xx so the provider
+// delivers it again, and a stored event not yet marked applied is applied
+// on that redelivery rather than answered as a duplicate.
 package http
 
 import (
@@ -111,51 +113,42 @@ func outcomeOf(ev stripegw.Event) (payment.Outcome, string, bool) {
 	return 0, "", false
 }
 
+// apply stores the delivery, then applies it. The common delivery is news
+// the charger's answer already applied (payment_intent.succeeded for a
+// payment already paid); it costs two round trips and no transaction:
+// storing the event while reading its payment, then marking it unchanged.
+// Anything that may move the payment goes through the canonical writer in
+// a transaction under the payment's row lock.
 func (h *Webhook) apply(ctx context.Context, ev stripegw.Event, body []byte) (result string, err error) {
+	in := postgres.ProviderEvent{ID: ev.ID, Type: ev.Type, ProviderPaymentID: ev.PaymentID, Payload: body}
+	if ev.Payment != nil {
+		in.PaymentID, _ = strconv.ParseInt(ev.Payment.Metadata["payment_id"], 10, 64)
+	}
+	pending, p, found, err := postgres.Receive(ctx, h.Pool, in)
+	if err != nil {
+		return "", err
+	}
+	if !pending {
+		return "duplicate", nil
+	}
+	o, ok := observationOf(ev)
+	switch {
+	case !ok:
+		return "ignored", postgres.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "ignored")
+	case !found:
+		return "unknown_payment", postgres.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "unknown_payment")
+	case unchanged(p, o):
+		return "unchanged", postgres.MarkUnchanged(ctx, h.Pool, ev.ID, p, o.Observed)
+	}
 	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
-		fresh, err := postgres.StoreProviderEvent(ctx, tx, ev.ID, ev.Type, ev.PaymentID, body)
-		if err != nil {
-			return err
-		}
-		if !fresh {
-			result = "duplicate"
-			return nil
-		}
-		outcome, reason, ok := outcomeOf(ev)
-		if !ok {
-			result = "ignored"
-			return postgres.MarkProviderEventApplied(ctx, tx, ev.ID, result)
-		}
-		p, err := h.find(ctx, tx, ev)
-		if errors.Is(err, postgres.ErrNotFound) {
-			result = "unknown_payment"
-			return postgres.MarkProviderEventApplied(ctx, tx, ev.ID, result)
-		}
-		if err != nil {
-			return err
-		}
-		o := postgres.Observation{ProviderPaymentID: ev.PaymentID, Source: "webhook:" + ev.ID}
-		if ev.Payment != nil {
-			o.Observed = ev.Payment.ProviderStatus
-		}
 		changed := false
-		switch outcome {
-		case payment.OutcomeSucceeded:
-			o.To = payment.StatusPaid
-		case payment.OutcomeDeclined:
-			o.To, o.Reason = payment.StatusFailed, reason
-			if o.Reason == "" {
-				o.Reason = ev.Type
-			}
-		case payment.OutcomeRefunded:
-			o.To, o.Observed = payment.StatusRefunded, "refunded"
-		default:
+		var err error
+		if o.To != "" {
+			changed, err = postgres.Record(ctx, tx, p.ID, o)
+		} else {
 			// processing: nothing moves, but the provider's id is worth
 			// keeping.
 			err = postgres.AttachProvider(ctx, tx, p.ID, ev.PaymentID)
-		}
-		if o.To != "" {
-			changed, err = postgres.Record(ctx, tx, p.ID, o)
 		}
 		if errors.Is(err, postgres.ErrProviderMismatch) {
 			// Two provider payments for one order: record it for the
@@ -175,22 +168,45 @@ func (h *Webhook) apply(ctx context.Context, ev stripegw.Event, body []byte) (re
 	return result, err
 }
 
-// find locates the payment an event is about: by the provider's id, or,
-// when our first call's answer was lost before we stored that id, by the
-// payment id we put in the intent's metadata.
-func (h *Webhook) find(ctx context.Context, tx pgx.Tx, ev stripegw.Event) (postgres.Payment, error) {
-	if ev.PaymentID != "" {
-		p, err := postgres.ByProviderID(ctx, tx, ev.PaymentID)
-		if !errors.Is(err, postgres.ErrNotFound) {
-			return p, err
-		}
+// observationOf reads what an event says about its payment. ok is false
+// for events that say nothing we act on (payment_intent.created, charge.*).
+// A processing event has no target status (To is empty): it only ties the
+// provider's id to the payment.
+func observationOf(ev stripegw.Event) (o postgres.Observation, ok bool) {
+	outcome, reason, ok := outcomeOf(ev)
+	if !ok {
+		return o, false
 	}
+	o = postgres.Observation{ProviderPaymentID: ev.PaymentID, Source: "webhook:" + ev.ID}
 	if ev.Payment != nil {
-		if s := ev.Payment.Metadata["payment_id"]; s != "" {
-			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
-				return postgres.Get(ctx, tx, id)
-			}
-		}
+		o.Observed = ev.Payment.ProviderStatus
 	}
-	return postgres.Payment{}, postgres.ErrNotFound
+	switch outcome {
+	case payment.OutcomeSucceeded:
+		o.To = payment.StatusPaid
+	case payment.OutcomeDeclined:
+		o.To, o.Reason = payment.StatusFailed, reason
+		if o.Reason == "" {
+			o.Reason = ev.Type
+		}
+	case payment.OutcomeRefunded:
+		o.To, o.Observed = payment.StatusRefunded, "refunded"
+	}
+	return o, true
+}
+
+// unchanged reports whether the canonical writer would leave p as it is
+// for o: the provider's id is already attached and the status would not
+// move. Read without the row lock, it cannot be overtaken: a payment only
+// moves forward (payment.Decide), and news that is stale for a status is
+// stale for every later one.
+func unchanged(p postgres.Payment, o postgres.Observation) bool {
+	if o.ProviderPaymentID != p.ProviderPaymentID {
+		return false
+	}
+	if o.To == "" {
+		return true
+	}
+	d, err := payment.Decide(p.Status, o.To)
+	return err == nil && d != payment.Apply
 }

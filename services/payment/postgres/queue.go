@@ -52,7 +52,8 @@ func ClaimRefunds(ctx context.Context, pool *pgxpool.Pool, limit int, lease time
 // claimedCols are paymentCols qualified with the updated table: the claims
 // run an UPDATE … FROM, where a bare "id" would be ambiguous.
 const claimedCols = `p.id, p.order_id, p.idempotency_key, coalesce(p.provider_payment_id, ''), p.amount, p.currency, p.status,
-	p.version, p.customer_id, p.payment_method, p.attempts, p.order_cancelled, coalesce(p.failure_reason, '')`
+	p.version, p.customer_id, p.payment_method, p.attempts, p.order_cancelled, coalesce(p.failure_reason, ''),
+	coalesce(p.observed_external_status, '')`
 
 // RetryChargeAt records why a call left the payment pending and when to
 // try again; a zero time parks it until a webhook or the reconciler moves
@@ -94,25 +95,70 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// StoreProviderEvent stores a verified webhook event before anything acts
-// on it. It returns fresh=false when the provider's event id was stored
-// before (a duplicated or retried delivery), after counting the delivery.
-func StoreProviderEvent(ctx context.Context, tx pgx.Tx, id, typ, providerPaymentID string, payload []byte) (fresh bool, err error) {
-	if !json.Valid(payload) {
-		return false, fmt.Errorf("provider event %s: payload is not JSON", id)
+// Receive stores a verified webhook event and reads the payment it is
+// about, in one round trip and outside any transaction: the raw event is
+// committed before anything acts on it. pending is false when the event
+// was applied before (a duplicated or retried delivery, counted); it is
+// true for a first delivery and for a redelivery of an event whose
+// application failed, which is then applied now. The payment is looked up
+// by the provider's id, else by the payment id the intent's metadata
+// carries (0: none); found is false when neither names one of ours.
+func Receive(ctx context.Context, pool *pgxpool.Pool, ev ProviderEvent) (pending bool, p Payment, found bool, err error) {
+	if !json.Valid(ev.Payload) {
+		return false, Payment{}, false, fmt.Errorf("provider event %s: payload is not JSON", ev.ID)
 	}
-	err = tx.QueryRow(ctx, `insert into provider_events (id, type, provider_payment_id, payload) values ($1, $2, nullif($3, ''), $4)
+	b := &pgx.Batch{}
+	b.Queue(`insert into provider_events (id, type, provider_payment_id, payload) values ($1, $2, nullif($3, ''), $4)
 		on conflict (id) do update set deliveries = provider_events.deliveries + 1
-		returning deliveries = 1`, id, typ, providerPaymentID, payload).Scan(&fresh)
-	if err != nil {
-		return false, fmt.Errorf("store provider event %s: %w", id, err)
+		returning applied is null`, ev.ID, ev.Type, ev.ProviderPaymentID, ev.Payload).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&pending)
+	})
+	// A payment tied to the provider id comes first; the metadata's id
+	// serves when our first call's answer was lost before we stored it.
+	b.Queue(`select `+paymentCols+` from payments where provider_payment_id = $1 or id = $2
+		order by provider_payment_id = $1 desc nulls last limit 1`, ev.ProviderPaymentID, ev.PaymentID).Query(func(rows pgx.Rows) error {
+		ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Payment, error) { return scanPayment(r) })
+		if len(ps) > 0 {
+			p, found = ps[0], true
+		}
+		return err
+	})
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		return false, Payment{}, false, fmt.Errorf("store provider event %s: %w", ev.ID, err)
 	}
-	return fresh, nil
+	return pending, p, found, nil
 }
 
-// MarkProviderEventApplied records what applying a provider event did.
-func MarkProviderEventApplied(ctx context.Context, tx pgx.Tx, id, result string) error {
-	if _, err := tx.Exec(ctx, `update provider_events set applied = $2 where id = $1`, id, result); err != nil {
+// MarkUnchanged records that provider event eventID changes nothing about
+// payment p (already applied by another path, or stale news): the
+// provider's status is noted when it is news, and the event is marked
+// applied, in one round trip. Call it only when the canonical writer
+// would change nothing (payment.Decide is not Apply); that stays so once
+// it holds, since a payment only moves forward, so no row lock is needed.
+func MarkUnchanged(ctx context.Context, pool *pgxpool.Pool, eventID string, p Payment, observed string) error {
+	b := &pgx.Batch{}
+	if observed != "" && observed != p.ObservedStatus {
+		b.Queue(`update payments set observed_external_status = $2 where id = $1`, p.ID, observed)
+	}
+	b.Queue(`update provider_events set applied = 'unchanged' where id = $1 and applied is null`, eventID)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("provider event %s on payment %d: %w", eventID, p.ID, err)
+	}
+	return nil
+}
+
+// ProviderEvent is a verified webhook delivery as Receive stores it.
+type ProviderEvent struct {
+	ID, Type          string
+	ProviderPaymentID string // the payment the event is about, when it names one
+	PaymentID         int64  // our payment id from the intent's metadata, 0 when absent
+	Payload           []byte // the raw body, kept as received
+}
+
+// MarkProviderEventApplied records what applying a provider event did,
+// unless a concurrent delivery of the same event recorded it first.
+func MarkProviderEventApplied(ctx context.Context, q Execer, id, result string) error {
+	if _, err := q.Exec(ctx, `update provider_events set applied = $2 where id = $1 and applied is null`, id, result); err != nil {
 		return fmt.Errorf("provider event %s: %w", id, err)
 	}
 	return nil

@@ -61,16 +61,18 @@ type Payment struct {
 	Attempts          int
 	OrderCancelled    bool
 	FailureReason     string
+	ObservedStatus    string // the provider's status as last observed
 }
 
 const paymentCols = `id, order_id, idempotency_key, coalesce(provider_payment_id, ''), amount, currency, status,
-	version, customer_id, payment_method, attempts, order_cancelled, coalesce(failure_reason, '')`
+	version, customer_id, payment_method, attempts, order_cancelled, coalesce(failure_reason, ''),
+	coalesce(observed_external_status, '')`
 
 func scanPayment(row pgx.Row) (Payment, error) {
 	var p Payment
 	var status string
 	err := row.Scan(&p.ID, &p.OrderID, &p.IdempotencyKey, &p.ProviderPaymentID, &p.Amount, &p.Currency, &status,
-		&p.Version, &p.CustomerID, &p.PaymentMethod, &p.Attempts, &p.OrderCancelled, &p.FailureReason)
+		&p.Version, &p.CustomerID, &p.PaymentMethod, &p.Attempts, &p.OrderCancelled, &p.FailureReason, &p.ObservedStatus)
 	p.Status = payment.Status(status)
 	return p, err
 }
