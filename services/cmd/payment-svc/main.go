@@ -33,6 +33,10 @@ func run(ctx context.Context, args []string) error {
 		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
 		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
 		Topics: append(append([]string{}, kafka.Topics...), repair.Topic), BatchHandler: kafka.BatchHandler(handlers()), Migrate: migrate,
+		// Every provider answer (up to --provider-concurrency at once) and
+		// every webhook records itself in a transaction of its own; with
+		// the default 16 they queued for connections behind each other.
+		DBMaxConns: 32,
 		Flags: func(fs *kit.FlagSet) {
 			apiKey = fs.String("provider-api-key", "PROVIDER_API_KEY", "", "provider secret key (sk_test_…)")
 			baseURL = fs.String("provider-url", "PROVIDER_URL", "", "provider API base URL (empty: Stripe itself)")

@@ -6,6 +6,7 @@
 package svc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,8 @@ type Spec struct {
 	Setup func(ctx context.Context, env *Env) ([]func(context.Context) error, error)
 	// MaxConcurrentPartitions overrides the consumer's default.
 	MaxConcurrentPartitions int
+	// DBMaxConns is the default of --db-max-conns (16 when zero).
+	DBMaxConns int
 }
 
 // Env is what Setup gets to build the service's parts.
@@ -80,7 +83,7 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	grace := fs.Duration("shutdown-grace", "SHUTDOWN_GRACE", 20*time.Second, "how long draining may take after SIGTERM")
 	session := fs.Duration("group-session-timeout", "GROUP_SESSION_TIMEOUT", 45*time.Second,
 		"how long the group waits for a silent member before giving its partitions to the others; a member killed without leaving holds them this long (broker minimum: group.min.session.timeout.ms, 6s by default)")
-	maxConns := fs.Int("db-max-conns", "DB_MAX_CONNS", 16,
+	maxConns := fs.Int("db-max-conns", "DB_MAX_CONNS", cmp.Or(spec.DBMaxConns, 16),
 		"database connections the service may hold: API requests, the consumer's partitions, the relay and the workers share them")
 	fetchWait := fs.Duration("fetch-max-wait", "FETCH_MAX_WAIT", 20*time.Millisecond,
 		"how long the broker may hold a fetch to gather --fetch-min-bytes: bigger consumer batches (fewer transactions per event) for at most this much latency per hop")

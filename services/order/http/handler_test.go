@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -113,17 +114,26 @@ func TestIdempotencyKeyReturnsTheSameOrder(t *testing.T) {
 
 func TestGetAndListOrders(t *testing.T) {
 	srv, _ := newAPI(t)
-	_, o := post(t, srv.URL, good, "")
+	withAddress := strings.Replace(good, `"currency"`, `"shipping_address":{"line1":"Hauptstr. 1","city":"Berlin","postal_code":"10115","country":"DE"},"currency"`, 1)
+	_, o := post(t, srv.URL, withAddress, "")
 	resp, err := http.Get(srv.URL + "/orders/" + o["id"].(string))
 	if err != nil {
 		t.Fatal(err)
+	}
+	var whole map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&whole)
+	resp.Body.Close()
+	// The POST answer is built from the request, not read back; it must
+	// be what is stored.
+	if !reflect.DeepEqual(whole, o) {
+		t.Fatalf("POST answered %v\nGET answers %v", o, whole)
 	}
 	var got struct {
 		Status  string
 		History []map[string]any
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&got)
-	resp.Body.Close()
+	b, _ := json.Marshal(whole)
+	_ = json.Unmarshal(b, &got)
 	if got.Status != "PENDING" || len(got.History) != 1 {
 		t.Fatalf("GET order = %+v; want PENDING with one history entry", got)
 	}
