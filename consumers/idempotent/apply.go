@@ -15,7 +15,7 @@ import (
 
 // batchResult is what one committed batch did.
 type batchResult struct {
-	applied, duplicates, deadLettered int
+	applied, duplicates, deadLettered, ignored int
 }
 
 // errNeedSavepoints aborts the fast path of a batch: a handler failed
@@ -43,10 +43,31 @@ type deadLetter struct {
 // outcome is the same as savepoints everywhere; the fast path saves two
 // round trips per event in the common case.
 func (r *Runner) applyBatch(ctx context.Context, recs []decoded) (batchResult, error) {
+	// Records of types the handler ignores take no part; a batch of only
+	// those needs no transaction at all.
+	ignored := 0
+	for _, d := range recs {
+		if d.ignored {
+			ignored++
+		}
+	}
+	if ignored == len(recs) {
+		return batchResult{ignored: ignored}, nil
+	}
+	if ignored > 0 {
+		kept := make([]decoded, 0, len(recs)-ignored)
+		for _, d := range recs {
+			if !d.ignored {
+				kept = append(kept, d)
+			}
+		}
+		recs = kept
+	}
 	res, err := r.applyFast(ctx, recs)
 	if errors.Is(err, errNeedSavepoints) {
-		return r.applyCareful(ctx, recs)
+		res, err = r.applyCareful(ctx, recs)
 	}
+	res.ignored = ignored
 	return res, err
 }
 

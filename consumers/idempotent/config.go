@@ -51,6 +51,14 @@ type Config struct {
 	// Catalog validates every record; default schemas.MustDefault().
 	Catalog *schemas.Catalog
 
+	// Types, when set, are the event types the handler acts on. A record
+	// of another type (consumers share topics with events they do not
+	// care about) is acknowledged without a dedupe row, validation or a
+	// handler call: an event that changes nothing cannot change anything
+	// twice. Its offset is committed like any other. Empty: every type is
+	// handled, recorded and validated.
+	Types []string
+
 	// MaxConcurrentPartitions bounds how many partitions apply a batch at
 	// the same time, i.e. how many pool connections the runner holds.
 	// Default DefaultMaxConcurrentPartitions, capped at the pool's MaxConns.

@@ -12,17 +12,20 @@ import (
 // decoded is one record of a batch after decoding: either an event with its
 // parsed id, or the reason it is poison.
 type decoded struct {
-	rec    *kgo.Record
-	ev     Event
-	id     uuid.UUID
-	reason string // non-empty: poison, dead-letter with err
-	err    error
+	rec     *kgo.Record
+	ev      Event
+	id      uuid.UUID
+	reason  string // non-empty: poison, dead-letter with err
+	err     error
+	ignored bool // a type the handler does not act on (Config.Types)
 }
 
 // decodeRecord validates a record's value against the catalog and decodes
 // its envelope. It never touches the database or the broker, so a poison
 // record is found before any transaction starts.
-func decodeRecord(cat *schemas.Catalog, rec *kgo.Record) decoded {
+// handles, when not nil, is the set of types the handler acts on; a
+// record of another type is returned ignored, unvalidated.
+func decodeRecord(cat *schemas.Catalog, handles map[string]bool, rec *kgo.Record) decoded {
 	d := decoded{rec: rec}
 	fail := func(reason string, err error) decoded {
 		d.reason = reason
@@ -35,6 +38,10 @@ func decodeRecord(cat *schemas.Catalog, rec *kgo.Record) decoded {
 	env, err := decodeEnvelope(rec.Value)
 	if err != nil {
 		return fail(ReasonDecode, err)
+	}
+	if handles != nil && !handles[env.EventType] {
+		d.ignored = true
+		return d
 	}
 	if err := cat.ValidateAs(env.EventType, env.EventVersion, rec.Value); err != nil {
 		return fail(decodeReason(err), err)

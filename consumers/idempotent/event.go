@@ -2,6 +2,8 @@ package idempotent
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -57,4 +59,10 @@ func (m Mux) Handle(ctx context.Context, tx pgx.Tx, ev Event) error {
 		return nil
 	}
 	return h(ctx, tx, ev)
+}
+
+// Types lists the event types m handles, sorted: Config.Types for a
+// runner whose BatchHandler acts on the same types.
+func (m Mux) Types() []string {
+	return slices.Sorted(maps.Keys(m))
 }

@@ -13,6 +13,7 @@ const (
 	OutcomeApplied      = "applied"       // new: recorded and handled
 	OutcomeDuplicate    = "duplicate"     // seen before: skipped
 	OutcomeDeadLettered = "dead_lettered" // permanent failure: sent to the DLQ
+	OutcomeIgnored      = "ignored"       // a type the group does not act on (Config.Types)
 )
 
 type metrics struct {
@@ -24,6 +25,7 @@ type metrics struct {
 	applied  atomic.Int64
 	dupes    atomic.Int64
 	dead     atomic.Int64
+	ignored  atomic.Int64
 	retried  atomic.Int64
 	purgedN  atomic.Int64
 	batchesN atomic.Int64
@@ -77,6 +79,7 @@ type Stats struct {
 	Applied      int64 // events recorded and handled
 	Duplicates   int64 // redeliveries skipped by dedupe
 	DeadLettered int64 // records sent to the dead-letter topic
+	Ignored      int64 // records of types the handler does not act on
 	Retries      int64 // batches retried after a transient failure
 	Purged       int64 // processed_events rows purged
 	Batches      int64 // batches committed

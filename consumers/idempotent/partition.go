@@ -130,7 +130,7 @@ func (w *partitionWorker) apply(q queued) bool {
 	r := w.r
 	recs := make([]decoded, len(q.recs))
 	for i, rec := range q.recs {
-		recs[i] = decodeRecord(r.cfg.Catalog, rec)
+		recs[i] = decodeRecord(r.cfg.Catalog, r.handles, rec)
 	}
 	last := q.recs[len(q.recs)-1]
 	for attempt := 0; ; attempt++ {
@@ -186,7 +186,11 @@ func (r *Runner) observe(tp topicPartition, res batchResult, took time.Duration,
 	}
 	r.m.applied.Add(int64(res.applied))
 	r.m.dupes.Add(int64(res.duplicates))
+	if res.ignored > 0 {
+		r.m.events.WithLabelValues(g, tp.topic, OutcomeIgnored).Add(float64(res.ignored))
+	}
 	r.m.dead.Add(int64(res.deadLettered))
+	r.m.ignored.Add(int64(res.ignored))
 	r.m.batchesN.Add(1)
 	r.m.latency.WithLabelValues(g).Observe(took.Seconds())
 	r.m.lag.WithLabelValues(g, tp.topic, partLabel(tp.partition)).Set(float64(max(lag, 0)))

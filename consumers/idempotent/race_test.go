@@ -95,7 +95,7 @@ func TestConcurrentDeliveriesOfOneEventHaveOneEffect(t *testing.T) {
 			<-start
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			res, err := r.applyBatch(ctx, []decoded{decodeRecord(r.cfg.Catalog, rec)})
+			res, err := r.applyBatch(ctx, []decoded{decodeRecord(r.cfg.Catalog, r.handles, rec)})
 			outcomes <- outcome{res, err}
 		}()
 	}

@@ -17,9 +17,10 @@ import (
 // Runner consumes its topics as one member of a consumer group and applies
 // every event exactly once. Create it with NewRunner; Run it once.
 type Runner struct {
-	cfg Config
-	m   *metrics
-	cl  *kgo.Client // set by Run
+	cfg     Config
+	handles map[string]bool // Config.Types as a set; nil: every type
+	m       *metrics
+	cl      *kgo.Client // set by Run
 
 	sem chan struct{} // bounds partitions applying a batch at once
 
@@ -44,8 +45,16 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	var handles map[string]bool
+	if len(cfg.Types) > 0 {
+		handles = make(map[string]bool, len(cfg.Types))
+		for _, t := range cfg.Types {
+			handles[t] = true
+		}
+	}
 	return &Runner{
 		cfg:     cfg,
+		handles: handles,
 		m:       newMetrics(cfg.Registerer),
 		sem:     make(chan struct{}, cfg.MaxConcurrentPartitions),
 		workers: make(map[topicPartition]*partitionWorker),
@@ -55,7 +64,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 // Stats returns the runner's counters (also exported as metrics).
 func (r *Runner) Stats() Stats {
 	return Stats{
-		Applied: r.m.applied.Load(), Duplicates: r.m.dupes.Load(), DeadLettered: r.m.dead.Load(),
+		Applied: r.m.applied.Load(), Duplicates: r.m.dupes.Load(), DeadLettered: r.m.dead.Load(), Ignored: r.m.ignored.Load(),
 		Retries: r.m.retried.Load(), Purged: r.m.purgedN.Load(), Batches: r.m.batchesN.Load(),
 	}
 }
@@ -133,7 +142,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	cl.Close()
 	purge.Wait()
-	log.Info("consumer stopped", "applied", r.m.applied.Load(), "duplicates", r.m.dupes.Load(), "dead_lettered", r.m.dead.Load())
+	log.Info("consumer stopped", "applied", r.m.applied.Load(), "duplicates", r.m.dupes.Load(), "dead_lettered", r.m.dead.Load(), "ignored", r.m.ignored.Load())
 	return nil
 }
 

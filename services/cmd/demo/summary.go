@@ -174,7 +174,7 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 	fmt.Printf("    %-34s %5d\n", "webhooks reordered / delayed", stats["webhooks_reordered"]+stats["webhooks_delayed"])
 	fmt.Printf("    %-34s %5d\n", "duplicate webhooks absorbed", webhookDupes)
 	fmt.Printf("    %-34s %5d (of %d records consumed)\n", "duplicate Kafka records absorbed", consumed[idempotent.OutcomeDuplicate],
-		consumed[idempotent.OutcomeApplied]+consumed[idempotent.OutcomeDuplicate]+consumed[idempotent.OutcomeDeadLettered])
+		consumed[idempotent.OutcomeApplied]+consumed[idempotent.OutcomeDuplicate]+consumed[idempotent.OutcomeDeadLettered]+consumed[idempotent.OutcomeIgnored])
 	fmt.Printf("    %-34s %5d\n", "records dead-lettered", consumed[idempotent.OutcomeDeadLettered])
 	fmt.Printf("    %-34s %5d\n", "payments retried after no answer", count(ctx, r, "payment-svc", `select count(*) from payments where attempts > 1`))
 	if c.recheck > 0 {

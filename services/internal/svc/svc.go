@@ -41,7 +41,11 @@ type Spec struct {
 	// BatchHandler, when set, replaces Handlers: one call per batch (see
 	// idempotent.BatchHandler). Default: sagaevent.BatchHandler(Handlers, nil).
 	BatchHandler idempotent.BatchHandler
-	Migrate      func(ctx context.Context, pool *pgxpool.Pool) error
+	// Types are the event types the service acts on (idempotent.Config.Types):
+	// the consumed topics carry others, which are acknowledged without a
+	// dedupe row. Default: the types of Handlers.
+	Types   []string
+	Migrate func(ctx context.Context, pool *pgxpool.Pool) error
 	// Flags registers the service's own flags before parsing.
 	Flags func(fs *kit.FlagSet)
 	// Setup mounts the API on env.Ops.Mux and returns the service's
@@ -149,7 +153,10 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
 	// Handlers run as one batch call so the events they append are written
 	// with one COPY per batch rather than two round trips each.
-	rcfg.BatchHandler = spec.BatchHandler
+	rcfg.BatchHandler, rcfg.Types = spec.BatchHandler, spec.Types
+	if rcfg.Types == nil {
+		rcfg.Types = spec.Handlers.Types()
+	}
 	if rcfg.BatchHandler == nil {
 		rcfg.BatchHandler = sagaevent.BatchHandler(spec.Handlers, nil)
 	}
