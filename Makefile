@@ -60,7 +60,7 @@ demo: up build ## the main job: run the saga with provider faults, reconcile, ch
 
 bench-saga: up build ## saga throughput and order-to-terminal latency, no provider faults
 	$(STACK) $(BIN)/demo --bench --orders 2000 --rate 100
-	$(STACK) $(BIN)/demo --bench --orders 3000 --rate 400 --concurrency 64
+	$(STACK) $(BIN)/demo --bench --orders 6000 --rate 400 --concurrency 64
 
 bench-reconciler: up ## reconciler: full cycle over 100k payments at the provider's 25 req/s, per-row vs list-based
 	$(STACK) go test -run '^$$' -bench BenchmarkReconcilerCycle -benchtime 1x -timeout 30m ./services/reconciler/postgres/
