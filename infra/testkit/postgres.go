@@ -60,10 +60,18 @@ func NewDatabase(t testing.TB, adminURL string) string {
 }
 
 // NewPool creates a fresh database on the shared server and returns a pool
-// on it; both go away when the test ends.
-func NewPool(t testing.TB) *pgxpool.Pool {
+// on it; both go away when the test ends. The migrations (a component's
+// Migrate functions, e.g. the outbox's and then its own) run first, in
+// order.
+func NewPool(t testing.TB, migrations ...func(context.Context, *pgxpool.Pool) error) *pgxpool.Pool {
 	t.Helper()
-	return Pool(t, NewDatabase(t, PostgresURL(t)))
+	pool := Pool(t, NewDatabase(t, PostgresURL(t)))
+	for _, m := range migrations {
+		if err := m(context.Background(), pool); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+	}
+	return pool
 }
 
 // Pool opens a pool on url, closed when the test ends.

@@ -18,14 +18,8 @@ import (
 // opposite orders); stock must never go negative, no reservation may be
 // partial, and none may deadlock.
 func TestConcurrentReservationsNeverOversellAndAreAllOrNothing(t *testing.T) {
-	pool := testkit.NewPool(t)
+	pool := testkit.NewPool(t, outbox.Migrate, postgres.Migrate)
 	ctx := context.Background()
-	if err := outbox.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
 	if err := postgres.Receive(ctx, pool, []inventory.Line{{SKU: "A", Quantity: 7}, {SKU: "B", Quantity: 50}}); err != nil {
 		t.Fatal(err)
 	}
@@ -88,14 +82,8 @@ func TestConcurrentReservationsNeverOversellAndAreAllOrNothing(t *testing.T) {
 // commit and release. The stock the batch writes is what those decisions
 // add up to.
 func TestApplyBatchDecidesInOrder(t *testing.T) {
-	pool := testkit.NewPool(t)
+	pool := testkit.NewPool(t, outbox.Migrate, postgres.Migrate)
 	ctx := context.Background()
-	if err := outbox.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
 	if err := postgres.Receive(ctx, pool, []inventory.Line{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 10}}); err != nil {
 		t.Fatal(err)
 	}

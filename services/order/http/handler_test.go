@@ -20,14 +20,7 @@ import (
 
 func newAPI(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 	t.Helper()
-	pool := testkit.NewPool(t)
-	ctx := context.Background()
-	if err := outbox.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := testkit.NewPool(t, outbox.Migrate, postgres.Migrate)
 	mux := http.NewServeMux()
 	(&orderhttp.Handler{Store: &postgres.Store{Pool: pool}, Log: slog.New(slog.DiscardHandler)}).Register(mux)
 	srv := httptest.NewServer(mux)

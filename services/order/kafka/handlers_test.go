@@ -19,14 +19,7 @@ import (
 
 func newStore(t *testing.T) (*pgxpool.Pool, *postgres.Store) {
 	t.Helper()
-	pool := testkit.NewPool(t)
-	ctx := context.Background()
-	if err := outbox.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := testkit.NewPool(t, outbox.Migrate, postgres.Migrate)
 	return pool, &postgres.Store{Pool: pool}
 }
 

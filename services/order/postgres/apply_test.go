@@ -31,14 +31,8 @@ func eventID(i int) string { return fmt.Sprintf("00000000-0000-7000-9000-%012d",
 // newOrders gives a fresh database with orders A, B and C, PENDING.
 func newOrders(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool := testkit.NewPool(t)
+	pool := testkit.NewPool(t, outbox.Migrate, postgres.Migrate)
 	ctx := context.Background()
-	if err := outbox.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
 	for _, id := range []string{orderA, orderB, orderC} {
 		if _, err := pool.Exec(ctx, `insert into orders (id, customer_id, currency, total_amount, items, payment_method, status, request_hash)
 			values ($1, 'c-1', 'EUR', 2500, '[]', 'pm_card_visa', 'PENDING', 'h')`, id); err != nil {

@@ -41,13 +41,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	r := &rig{pool: testkit.NewPool(t), sent: map[string][]byte{}}
-	ctx := context.Background()
-	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, postgres.Migrate} {
-		if err := m(ctx, r.pool); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := &rig{pool: testkit.NewPool(t, outbox.Migrate, postgres.Migrate), sent: map[string][]byte{}}
 	wh, err := payhttp.NewWebhook(r.pool, secret, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -19,15 +19,7 @@ import (
 
 func newDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool := testkit.NewPool(t)
-	ctx := context.Background()
-	if err := outbox.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	return pool
+	return testkit.NewPool(t, outbox.Migrate, postgres.Migrate)
 }
 
 func event(typ, data string) idempotent.Event {

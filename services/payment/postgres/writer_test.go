@@ -19,15 +19,7 @@ const orderID = "0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d01"
 
 func newDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool := testkit.NewPool(t)
-	ctx := context.Background()
-	if err := outbox.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	return pool
+	return testkit.NewPool(t, outbox.Migrate, postgres.Migrate)
 }
 
 func inTx(t *testing.T, pool *pgxpool.Pool, f func(pgx.Tx) error) {

@@ -26,14 +26,7 @@ import (
 // reconciler migrations applied, in the order the binaries apply them.
 func newDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool := testkit.NewPool(t)
-	ctx := context.Background()
-	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, paymentpg.Migrate, postgres.Migrate} {
-		if err := m(ctx, pool); err != nil {
-			t.Fatalf("migrate: %v", err)
-		}
-	}
-	return pool
+	return testkit.NewPool(t, outbox.Migrate, paymentpg.Migrate, postgres.Migrate)
 }
 
 // seed inserts n payments with the given status, provider ids ref(i), and

@@ -34,12 +34,7 @@ func (p provider) Get(_ context.Context, id string) (reconciler.External, error)
 func drift(t *testing.T, external string) (*pgxpool.Pool, int64, idempotent.Event) {
 	t.Helper()
 	ctx := context.Background()
-	pool := testkit.NewPool(t)
-	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, paymentpg.Migrate, reconcilerpg.Migrate} {
-		if err := m(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pool := testkit.NewPool(t, outbox.Migrate, paymentpg.Migrate, reconcilerpg.Migrate)
 	var id int64
 	if err := pool.QueryRow(ctx, `insert into payments (order_id, idempotency_key, provider_payment_id, amount, currency,
 			status, created_at, updated_at)
