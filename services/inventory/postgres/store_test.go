@@ -144,15 +144,7 @@ func TestApplyBatchDecidesInOrder(t *testing.T) {
 	if fmt.Sprint(got) != "[1 COMMITTED  2 RELEASED order_cancelled 3 REJECTED out_of_stock 4 HELD ]" {
 		t.Fatalf("reservations %q", got)
 	}
-	var types []string
-	rows, err = pool.Query(ctx, `select event_type from outbox order by id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if types, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(types) != "[inventory.reserved inventory.reserved inventory.rejected inventory.released inventory.reserved]" {
+	if types := testkit.Strings(t, pool, `select event_type from outbox order by id`); fmt.Sprint(types) != "[inventory.reserved inventory.reserved inventory.rejected inventory.released inventory.reserved]" {
 		t.Fatalf("events %v", types)
 	}
 

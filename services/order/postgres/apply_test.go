@@ -61,18 +61,7 @@ type state struct{ orders, history, events []string }
 
 func readState(t *testing.T, pool *pgxpool.Pool) state {
 	t.Helper()
-	ctx := context.Background()
-	read := func(q string) []string {
-		rows, err := pool.Query(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	read := func(q string) []string { return testkit.Strings(t, pool, q) }
 	return state{
 		orders: read(`select concat_ws(' ', id, status, coalesce(reason, '-'), case when terminal_at is null then 'open' else 'terminal' end)
 			from orders order by id`),

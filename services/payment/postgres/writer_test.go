@@ -31,15 +31,7 @@ func inTx(t *testing.T, pool *pgxpool.Pool, f func(pgx.Tx) error) {
 
 func outboxTypes(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `select event_type from outbox order by id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testkit.Strings(t, pool, `select event_type from outbox order by id`)
 }
 
 func TestCanonicalWriterAppliesEachTransitionOnceAndEmitsOneEvent(t *testing.T) {
