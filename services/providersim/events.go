@@ -1,6 +1,7 @@
 package providersim
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,6 +14,17 @@ var EventTypes = []string{
 	"payment_intent.created", "payment_intent.processing", "payment_intent.succeeded",
 	"payment_intent.payment_failed", "payment_intent.canceled", "payment_intent.requires_action",
 	"payment_intent.amount_capturable_updated", "charge.succeeded", "charge.refunded", "refund.created",
+}
+
+// CheckWebhookEvents refuses a type the simulator never emits: an endpoint
+// subscribed to a misspelt type would wait for webhooks that never come.
+func CheckWebhookEvents(types []string) error {
+	for _, typ := range types {
+		if typ != "*" && !slices.Contains(EventTypes, typ) {
+			return fmt.Errorf("providersim: webhook event type %q is not one the simulator emits (%s, or *)", typ, strings.Join(EventTypes, ", "))
+		}
+	}
+	return nil
 }
 
 // emit records an Event for a state change and queues its webhook

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -195,10 +194,8 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.WebhookEndpoints) > 0 && cfg.WebhookSecret == "" {
 		return nil, errors.New("providersim: webhook endpoints need a webhook secret")
 	}
-	for _, typ := range cfg.WebhookEvents {
-		if typ != "*" && !slices.Contains(EventTypes, typ) {
-			return nil, fmt.Errorf("providersim: webhook event type %q is not one the simulator emits (%s, or *)", typ, strings.Join(EventTypes, ", "))
-		}
+	if err := CheckWebhookEvents(cfg.WebhookEvents); err != nil {
+		return nil, err
 	}
 	st := newState()
 	if cfg.DataDir != "" {

@@ -83,6 +83,9 @@ func run(ctx context.Context, args []string) error {
 			events = append(events, e)
 		}
 	}
+	if err := providersim.CheckWebhookEvents(events); err != nil {
+		return kit.UsageError{Err: err}
+	}
 	switch {
 	case *seed < 0:
 		return kit.Usagef("--seed %d: must not be negative", *seed)

@@ -19,6 +19,8 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{"--webhook-url=ftp://x", "--webhook-secret=whsec_x"},
 		{"--api-key=pk_test_x"},
 		{"--webhook-max-attempts=0"},
+		{"--webhook-concurrency=0"},
+		{"--webhook-events=payment_intent.suceeded"},
 		{"--no-such-flag"},
 		{"--log-level=loud"},
 	} {

@@ -102,6 +102,12 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	if err := kit.Require("database-url", *dbURL); err != nil {
 		return kit.UsageError{Err: err}
 	}
+	switch {
+	case *fetchWait < 10*time.Millisecond: // the client's own floor
+		return kit.Usagef("--fetch-max-wait %s: must be at least 10ms", *fetchWait)
+	case *fetchMin < 1:
+		return kit.Usagef("--fetch-min-bytes %d: must be at least 1", *fetchMin)
+	}
 	log, err := lf.NewLogger(os.Stderr, spec.Name)
 	if err != nil {
 		return kit.UsageError{Err: err}

@@ -1,0 +1,24 @@
+package svc_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/services/internal/svc"
+)
+
+// Bad values are refused before anything connects, naming the flag.
+func TestBadFlagValuesAreUsageErrors(t *testing.T) {
+	spec := svc.Spec{Name: "test-svc", Summary: "test", DatabaseEnv: "TEST_SVC_DATABASE_URL"}
+	for _, args := range [][]string{
+		{},
+		{"--database-url=postgres://x", "--fetch-max-wait=1ms"},
+		{"--database-url=postgres://x", "--fetch-min-bytes=0"},
+		{"--database-url=postgres://x", "--log-level=loud"},
+	} {
+		if err := svc.Run(t.Context(), args, spec); !errors.As(err, new(kit.UsageError)) {
+			t.Errorf("%v: got %v, want a usage error", args, err)
+		}
+	}
+}
