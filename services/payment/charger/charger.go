@@ -245,33 +245,33 @@ func (c *Charger) charge(ctx context.Context, p postgres.Payment) error {
 
 // record applies what the provider said through the canonical writer.
 func (c *Charger) record(ctx context.Context, p postgres.Payment, res stripegw.Payment, source string) error {
-	return pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
-		o := postgres.Observation{ProviderPaymentID: res.ProviderID, Observed: res.ProviderStatus, Source: source}
-		switch Outcome(res.Status) {
-		case payment.OutcomeSucceeded:
-			o.To = payment.StatusPaid
-		case payment.OutcomeDeclined:
-			o.To, o.Reason = payment.StatusFailed, res.DeclineCode
-			if o.Reason == "" {
-				o.Reason = string(res.Status)
-			}
-		case payment.OutcomeRefunded:
-			o.To = payment.StatusRefunded
-		default:
-			// Processing: the webhook will tell; read it ourselves after
-			// RecheckAfter in case the webhook is lost.
+	o := postgres.Observation{ProviderPaymentID: res.ProviderID, Observed: res.ProviderStatus, Source: source}
+	switch Outcome(res.Status) {
+	case payment.OutcomeSucceeded:
+		o.To = payment.StatusPaid
+	case payment.OutcomeDeclined:
+		o.To, o.Reason = payment.StatusFailed, res.DeclineCode
+		if o.Reason == "" {
+			o.Reason = string(res.Status)
+		}
+	case payment.OutcomeRefunded:
+		o.To = payment.StatusRefunded
+	default:
+		// Processing: the webhook will tell; read it ourselves after
+		// RecheckAfter in case the webhook is lost.
+		var at time.Time
+		if c.cfg.RecheckAfter > 0 {
+			at = time.Now().Add(c.cfg.RecheckAfter)
+		}
+		return pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
 			if err := postgres.AttachProvider(ctx, tx, p.ID, res.ProviderID); err != nil {
 				return err
 			}
-			var at time.Time
-			if c.cfg.RecheckAfter > 0 {
-				at = time.Now().Add(c.cfg.RecheckAfter)
-			}
 			return postgres.RetryChargeAt(ctx, tx, p.ID, at, res.ProviderStatus, "")
-		}
-		_, err := postgres.Record(ctx, tx, p.ID, o)
-		return err
-	})
+		})
+	}
+	_, err := postgres.RecordAlone(ctx, c.cfg.Pool, p.ID, o)
+	return err
 }
 
 func (c *Charger) refund(ctx context.Context, p postgres.Payment) error {

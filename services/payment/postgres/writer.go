@@ -81,14 +81,20 @@ func scanPayment(row pgx.Row) (Payment, error) {
 // writers of the same payment serialise and the second sees the first's
 // result.
 func lockPayment(ctx context.Context, tx pgx.Tx, id int64) (Payment, error) {
-	p, err := scanPayment(tx.QueryRow(ctx, `select `+paymentCols+` from payments where id = $1 for update`, id))
+	p, err := scanPayment(tx.QueryRow(ctx, lockSQL, id))
+	return p, lockErr(id, err)
+}
+
+const lockSQL = `select ` + paymentCols + ` from payments where id = $1 for update`
+
+func lockErr(id int64, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Payment{}, fmt.Errorf("payment %d: %w", id, ErrNotFound)
+		return fmt.Errorf("payment %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Payment{}, fmt.Errorf("lock payment %d: %w", id, err)
+		return fmt.Errorf("lock payment %d: %w", id, err)
 	}
-	return p, nil
+	return nil
 }
 
 // Get reads a payment by id without locking it.
@@ -195,43 +201,89 @@ func MarkRefunded(ctx context.Context, tx pgx.Tx, paymentID int64, observed, sou
 	return transition(ctx, tx, paymentID, Observation{To: payment.StatusRefunded, Observed: observed, Source: source})
 }
 
+// RecordAlone is Record in a transaction of its own, in two round trips
+// where BeginFunc and Record take four: BEGIN goes with the row lock, the
+// writes with COMMIT. The charger records every provider answer this way.
+func RecordAlone(ctx context.Context, pool *pgxpool.Pool, paymentID int64, o Observation) (bool, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("payment %d: %w", paymentID, err)
+	}
+	// A failure leaves the transaction open (aborted): the pool destroys a
+	// connection released in a transaction, which rolls it back, so the
+	// next user never inherits it.
+	defer conn.Release()
+	var p Payment
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(lockSQL, paymentID).QueryRow(func(r pgx.Row) (err error) {
+		p, err = scanPayment(r)
+		return lockErr(paymentID, err)
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return false, err
+	}
+	w, changed, err := plan(ctx, p, o)
+	if err != nil {
+		return false, err
+	}
+	w.Queue("commit")
+	if err := conn.SendBatch(ctx, w).Close(); err != nil {
+		return false, fmt.Errorf("payment %d → %s: %w", paymentID, o.To, err)
+	}
+	return changed, nil
+}
+
 func transition(ctx context.Context, tx pgx.Tx, id int64, o Observation) (bool, error) {
-	to := o.To
+	p, err := lockPayment(ctx, tx, id)
+	if err != nil {
+		return false, err
+	}
+	w, changed, err := plan(ctx, p, o)
+	if err != nil || w.Len() == 0 {
+		return false, err
+	}
+	if err := tx.SendBatch(ctx, w).Close(); err != nil {
+		return false, fmt.Errorf("payment %d → %s: %w", id, o.To, err)
+	}
+	return changed, nil
+}
+
+// plan decides what o does to p, locked, and returns the writes: the
+// transition (event, update, transition row) when payment.Decide applies
+// it, else at most the observation. changed reports a transition.
+func plan(ctx context.Context, p Payment, o Observation) (w *pgx.Batch, changed bool, err error) {
+	w = &pgx.Batch{}
+	id, to := p.ID, o.To
 	if to == payment.StatusFailed && o.Reason == "" {
 		o.Reason = "declined"
 	}
 	if to != payment.StatusFailed {
 		o.Reason = ""
 	}
-	p, err := lockPayment(ctx, tx, id)
-	if err != nil {
-		return false, err
-	}
 	attach := ""
 	switch {
 	case o.ProviderPaymentID == "" || o.ProviderPaymentID == p.ProviderPaymentID:
 	case p.ProviderPaymentID != "":
-		return false, fmt.Errorf("payment %d has %s, provider reports %s: %w", id, p.ProviderPaymentID, o.ProviderPaymentID, ErrProviderMismatch)
+		return nil, false, fmt.Errorf("payment %d has %s, provider reports %s: %w", id, p.ProviderPaymentID, o.ProviderPaymentID, ErrProviderMismatch)
 	default:
 		attach, p.ProviderPaymentID = o.ProviderPaymentID, o.ProviderPaymentID
 	}
 	d, err := payment.Decide(p.Status, to)
 	if err != nil {
-		return false, fmt.Errorf("payment %d (order %s): %w", id, p.OrderID, err)
+		return nil, false, fmt.Errorf("payment %d (order %s): %w", id, p.OrderID, err)
 	}
 	if d != payment.Apply {
 		// Record what the provider said even when nothing changes, so the
 		// reconciler sees the latest observation.
 		if o.Observed != "" || attach != "" {
-			if _, err := tx.Exec(ctx, `update payments set observed_external_status = coalesce(nullif($2, ''), observed_external_status),
-				provider_payment_id = coalesce(provider_payment_id, nullif($3, '')) where id = $1`, id, o.Observed, attach); err != nil {
-				return false, fmt.Errorf("payment %d: record observation: %w", id, err)
-			}
+			w.Queue(`update payments set observed_external_status = coalesce(nullif($2, ''), observed_external_status),
+				provider_payment_id = coalesce(provider_payment_id, nullif($3, '')) where id = $1`, id, o.Observed, attach)
 		}
-		return false, nil
+		return w, false, nil
 	}
 	if to != payment.StatusFailed && p.ProviderPaymentID == "" {
-		return false, fmt.Errorf("mark payment %d (order %s) %s: %w", id, p.OrderID, to, ErrNoProviderID)
+		return nil, false, fmt.Errorf("mark payment %d (order %s) %s: %w", id, p.OrderID, to, ErrNoProviderID)
 	}
 	data := map[string]any{
 		"order_id": p.OrderID, "payment_id": strconv.FormatInt(p.ID, 10),
@@ -249,23 +301,19 @@ func transition(ctx context.Context, tx pgx.Tx, id int64, o Observation) (bool, 
 			data["reason"] = "order_cancelled"
 		}
 	}
-	b := &pgx.Batch{}
-	env, err := sagaevent.Queue(ctx, b, outbox.Event{
+	env, err := sagaevent.Queue(ctx, w, outbox.Event{
 		Type: payment.EventType(to), AggregateID: p.OrderID, CorrelationID: p.OrderID,
 		Data: data, Headers: map[string]string{"source": o.Source},
 	})
 	if err != nil {
-		return false, fmt.Errorf("payment %d (order %s) → %s: %w", id, p.OrderID, to, err)
+		return nil, false, fmt.Errorf("payment %d (order %s) → %s: %w", id, p.OrderID, to, err)
 	}
-	b.Queue(`update payments set status = $2, version = version + 1, updated_at = now(),
+	w.Queue(`update payments set status = $2, version = version + 1, updated_at = now(),
 		observed_external_status = coalesce(nullif($3, ''), observed_external_status),
 		failure_reason = case when $2 = 'failed' then $4 else failure_reason end, last_source = $5,
 		provider_payment_id = coalesce(provider_payment_id, nullif($6, ''))
 		where id = $1`, id, string(to), o.Observed, o.Reason, o.Source, attach)
-	b.Queue(`insert into payment_transitions (payment_id, from_status, to_status, source, observed, event_id)
+	w.Queue(`insert into payment_transitions (payment_id, from_status, to_status, source, observed, event_id)
 		values ($1, $2, $3, $4, nullif($5, ''), $6)`, id, string(p.Status), string(to), o.Source, o.Observed, env.EventID)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return false, fmt.Errorf("payment %d → %s: %w", id, to, err)
-	}
-	return true, nil
+	return w, true, nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -133,6 +136,14 @@ func TestConcurrentWritersOfOnePaymentEmitOneEvent(t *testing.T) {
 // (the charger and the webhook learn both at once), refuses a second
 // provider payment, and keeps the id when the status does not move.
 func TestRecordAttachesTheProviderIDWithTheTransition(t *testing.T) {
+	// Record in the caller's transaction and RecordAlone in its own must
+	// agree in everything.
+	for _, alone := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Record", true: "RecordAlone"}[alone], func(t *testing.T) { testRecord(t, alone) })
+	}
+}
+
+func testRecord(t *testing.T, alone bool) {
 	pool := newDB(t)
 	ctx := context.Background()
 	intent := func(order string) (p postgres.Payment) {
@@ -143,6 +154,9 @@ func TestRecordAttachesTheProviderIDWithTheTransition(t *testing.T) {
 		return p
 	}
 	record := func(id int64, o postgres.Observation) (changed bool, err error) {
+		if alone {
+			return postgres.RecordAlone(ctx, pool, id, o)
+		}
 		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
 			changed, err = postgres.Record(ctx, tx, id, o)
 			return err
@@ -215,5 +229,74 @@ func TestCreateIntentsSkipsCancelledAndExistingOrders(t *testing.T) {
 	}
 	if p, _ := postgres.ByOrder(ctx, pool, again); p.Amount != 1 {
 		t.Fatalf("existing intent changed to amount %d", p.Amount)
+	}
+}
+
+// RecordAlone runs its own transaction on a pooled connection; a failure
+// inside it must not hand the next user a connection stuck in an aborted
+// transaction. With one connection in the pool, the next call gets the
+// same one.
+func TestRecordAloneLeavesTheConnectionClean(t *testing.T) {
+	url := testkit.NewDatabase(t, testkit.PostgresURL(t))
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	pool := testkit.Pool(t, url+sep+"pool_max_conns=1")
+	ctx := context.Background()
+	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, postgres.Migrate} {
+		if err := m(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var p postgres.Payment
+	inTx(t, pool, func(tx pgx.Tx) (err error) {
+		p, _, err = postgres.CreateIntent(ctx, tx, postgres.NewIntent{OrderID: orderID, Amount: 100, Currency: "EUR"})
+		return err
+	})
+	if _, err := postgres.RecordAlone(ctx, pool, p.ID+1000, postgres.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_x"}); !errors.Is(err, postgres.ErrNotFound) {
+		t.Fatalf("RecordAlone of a missing payment: %v; want ErrNotFound", err)
+	}
+	// Paid without a provider id fails after the lock, in the planning.
+	if _, err := postgres.RecordAlone(ctx, pool, p.ID, postgres.Observation{To: payment.StatusPaid}); !errors.Is(err, postgres.ErrNoProviderID) {
+		t.Fatalf("RecordAlone paid without a provider id: %v; want ErrNoProviderID", err)
+	}
+	if changed, err := postgres.RecordAlone(ctx, pool, p.ID, postgres.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Source: "sync"}); err != nil || !changed {
+		t.Fatalf("RecordAlone after failures: changed %v, err %v", changed, err)
+	}
+	// Committed: another connection sees it.
+	other := testkit.Pool(t, url)
+	if got, err := postgres.Get(ctx, other, p.ID); err != nil || got.Status != payment.StatusPaid {
+		t.Fatalf("from another connection: %s, %v; want paid", got.Status, err)
+	}
+}
+
+// Concurrent RecordAlone calls for one payment serialise on its row lock:
+// one transition, one event.
+func TestConcurrentRecordAloneEmitsOneEvent(t *testing.T) {
+	pool := newDB(t)
+	ctx := context.Background()
+	var p postgres.Payment
+	inTx(t, pool, func(tx pgx.Tx) (err error) {
+		p, _, err = postgres.CreateIntent(ctx, tx, postgres.NewIntent{OrderID: orderID, Amount: 100, Currency: "EUR"})
+		return err
+	})
+	const n = 8
+	var wg sync.WaitGroup
+	var wins atomic.Int32
+	for range n {
+		wg.Go(func() {
+			changed, err := postgres.RecordAlone(ctx, pool, p.ID, postgres.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Source: "race"})
+			if err != nil {
+				t.Error(err)
+			}
+			if changed {
+				wins.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 || len(outboxTypes(t, pool)) != 1 {
+		t.Fatalf("%d of %d concurrent writers changed the payment, %d events; want 1 and 1", wins.Load(), n, len(outboxTypes(t, pool)))
 	}
 }
