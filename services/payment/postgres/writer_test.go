@@ -25,6 +25,16 @@ func newDB(t *testing.T) *pgxpool.Pool {
 	return testkit.NewPool(t, outbox.Migrate, postgres.Migrate)
 }
 
+// newIntent stores the intent of an order for 100 EUR.
+func newIntent(t *testing.T, pool *pgxpool.Pool, order string) (p postgres.Payment) {
+	t.Helper()
+	inTx(t, pool, func(tx pgx.Tx) (err error) {
+		p, _, err = postgres.CreateIntent(context.Background(), tx, postgres.NewIntent{OrderID: order, Amount: 100, Currency: "EUR"})
+		return err
+	})
+	return p
+}
+
 func inTx(t *testing.T, pool *pgxpool.Pool, f func(pgx.Tx) error) {
 	t.Helper()
 	if err := pgx.BeginFunc(context.Background(), pool, f); err != nil {
@@ -98,14 +108,8 @@ func TestCanonicalWriterAppliesEachTransitionOnceAndEmitsOneEvent(t *testing.T) 
 func TestConcurrentWritersOfOnePaymentEmitOneEvent(t *testing.T) {
 	pool := newDB(t)
 	ctx := context.Background()
-	var p postgres.Payment
-	inTx(t, pool, func(tx pgx.Tx) (err error) {
-		p, _, err = postgres.CreateIntent(ctx, tx, postgres.NewIntent{OrderID: orderID, Amount: 100, Currency: "EUR"})
-		if err != nil {
-			return err
-		}
-		return postgres.AttachProvider(ctx, tx, p.ID, "pi_1")
-	})
+	p := newIntent(t, pool, orderID)
+	inTx(t, pool, func(tx pgx.Tx) error { return postgres.AttachProvider(ctx, tx, p.ID, "pi_1") })
 	const n = 8
 	changed := make(chan bool, n)
 	for range n {
@@ -146,13 +150,7 @@ func TestRecordAttachesTheProviderIDWithTheTransition(t *testing.T) {
 func testRecord(t *testing.T, alone bool) {
 	pool := newDB(t)
 	ctx := context.Background()
-	intent := func(order string) (p postgres.Payment) {
-		inTx(t, pool, func(tx pgx.Tx) (err error) {
-			p, _, err = postgres.CreateIntent(ctx, tx, postgres.NewIntent{OrderID: order, Amount: 100, Currency: "EUR"})
-			return err
-		})
-		return p
-	}
+	intent := func(order string) postgres.Payment { return newIntent(t, pool, order) }
 	record := func(id int64, o postgres.Observation) (changed bool, err error) {
 		if alone {
 			return postgres.RecordAlone(ctx, pool, id, o)
@@ -249,11 +247,7 @@ func TestRecordAloneLeavesTheConnectionClean(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var p postgres.Payment
-	inTx(t, pool, func(tx pgx.Tx) (err error) {
-		p, _, err = postgres.CreateIntent(ctx, tx, postgres.NewIntent{OrderID: orderID, Amount: 100, Currency: "EUR"})
-		return err
-	})
+	p := newIntent(t, pool, orderID)
 	if _, err := postgres.RecordAlone(ctx, pool, p.ID+1000, postgres.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_x"}); !errors.Is(err, postgres.ErrNotFound) {
 		t.Fatalf("RecordAlone of a missing payment: %v; want ErrNotFound", err)
 	}
@@ -276,11 +270,7 @@ func TestRecordAloneLeavesTheConnectionClean(t *testing.T) {
 func TestConcurrentRecordAloneEmitsOneEvent(t *testing.T) {
 	pool := newDB(t)
 	ctx := context.Background()
-	var p postgres.Payment
-	inTx(t, pool, func(tx pgx.Tx) (err error) {
-		p, _, err = postgres.CreateIntent(ctx, tx, postgres.NewIntent{OrderID: orderID, Amount: 100, Currency: "EUR"})
-		return err
-	})
+	p := newIntent(t, pool, orderID)
 	const n = 8
 	var wg sync.WaitGroup
 	var wins atomic.Int32
