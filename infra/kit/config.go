@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -102,14 +103,18 @@ func (fs *FlagSet) Float(name, env string, def float64, usage string) *float64 {
 	return fs.FlagSet.Float64(name, def, envUsage(usage, env))
 }
 
-// Parse parses args; it returns flag.ErrHelp for --help and an error naming
-// the variable for a malformed environment value.
+// Parse parses args; it returns flag.ErrHelp for --help, and a UsageError
+// (Main exits 2) for a bad flag or a malformed environment value, naming
+// the variable.
 func (fs *FlagSet) Parse(args []string) error {
 	if err := fs.FlagSet.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return UsageError{Err: err}
 	}
 	if len(fs.envErrs) > 0 {
-		return fs.envErrs[0]
+		return UsageError{Err: fs.envErrs[0]}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package kit_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"strings"
@@ -34,8 +35,25 @@ func TestMalformedEnvironmentValueIsNamed(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	fs.Int("batch", "TEST_BATCH", 1, "")
 	err := fs.Parse(nil)
-	if err == nil || !strings.Contains(err.Error(), "TEST_BATCH") {
-		t.Fatalf("got %v, want an error naming TEST_BATCH", err)
+	if err == nil || !strings.Contains(err.Error(), "TEST_BATCH") || !errors.As(err, new(kit.UsageError)) {
+		t.Fatalf("got %v, want a usage error naming TEST_BATCH", err)
+	}
+}
+
+// Every binary exits 2 on a bad flag and 0 on --help, without wrapping
+// Parse's error itself.
+func TestParseErrorsAreUsageErrorsAndHelpIsNot(t *testing.T) {
+	fs := kit.NewFlagSet("x", "test")
+	fs.SetOutput(io.Discard)
+	fs.Int("batch", "", 1, "")
+	if err := fs.Parse([]string{"--no-such-flag"}); !errors.As(err, new(kit.UsageError)) {
+		t.Fatalf("unknown flag: %v, want a usage error", err)
+	}
+	if err := fs.Parse([]string{"--batch", "many"}); !errors.As(err, new(kit.UsageError)) {
+		t.Fatalf("bad value: %v, want a usage error", err)
+	}
+	if err := fs.Parse([]string{"--help"}); !errors.Is(err, flag.ErrHelp) || errors.As(err, new(kit.UsageError)) {
+		t.Fatalf("--help: %v, want flag.ErrHelp alone", err)
 	}
 }
 

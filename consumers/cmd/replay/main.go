@@ -10,8 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -67,10 +65,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "the consumers' database (for --reprocess)")
 	timeout := fs.Duration("timeout", "REPLAY_TIMEOUT", 60*time.Second, "overall deadline")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return kit.UsageError{Err: err}
+		return err
 	}
 	if fs.NArg() > 0 {
 		return kit.Usagef("unexpected argument %q", fs.Arg(0))
@@ -226,10 +221,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	execute := fs.Bool("execute", "", false, "re-publish (default: list only)")
 	timeout := fs.Duration("timeout", "REPLAY_TIMEOUT", 60*time.Second, "overall deadline")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return kit.UsageError{Err: err}
+		return err
 	}
 	if err := kit.Require("group", *group, "database-url", *dbURL); err != nil {
 		return kit.UsageError{Err: err}

@@ -75,10 +75,7 @@ func run(ctx context.Context, args []string) error {
 	replication := fs.Int("topic-replication", "RELAY_TOPIC_REPLICATION", 1, "replication factor of topics created by --create-topics")
 	grace := fs.Duration("shutdown-grace", "RELAY_SHUTDOWN_GRACE", 10*time.Second, "how long the HTTP server may take to close on SIGTERM")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return kit.UsageError{Err: err}
+		return err
 	}
 	if fs.NArg() > 0 {
 		return kit.Usagef("unexpected argument %q", fs.Arg(0))

@@ -55,9 +55,8 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			_, _ = os.Stdout.Write(help.Bytes())
-			return err
 		}
-		return kit.UsageError{Err: err}
+		return err
 	}
 	faults := defaults
 	values := map[string]string{}

@@ -16,6 +16,7 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{"--database-url=postgres://x", "--fetch-max-wait=1ms"},
 		{"--database-url=postgres://x", "--fetch-min-bytes=0"},
 		{"--database-url=postgres://x", "--log-level=loud"},
+		{"--no-such-flag"},
 	} {
 		if err := svc.Run(t.Context(), args, spec); !errors.As(err, new(kit.UsageError)) {
 			t.Errorf("%v: got %v, want a usage error", args, err)
