@@ -19,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -203,16 +202,7 @@ func ensureTopics(ctx context.Context, kcfg kit.KafkaConfig, log *slog.Logger, t
 		return err
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, nil, topics...)
-	if err != nil {
-		return fmt.Errorf("create topics %v: %w", topics, err)
-	}
-	for _, r := range resp.Sorted() {
-		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", r.Topic, r.Err)
-		}
-	}
-	return nil
+	return publisher.CreateTopics(ctx, kadm.NewClient(cl), partitions, -1, topics...)
 }
 
 // newPool opens the service's pool with maxConns connections, unless the
