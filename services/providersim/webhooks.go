@@ -48,7 +48,7 @@ type webhookQueue struct {
 // once per (event, endpoint): drop, duplicate, reorder, delay.
 // Called with s.mu held.
 func (s *Server) enqueueWebhooks(ev *event, now time.Time) {
-	if !s.webhookEnabled(ev.Type) {
+	if ev.Endpoints == 0 { // no endpoint subscribes to its type
 		return
 	}
 	payload := mustJSON(renderEvent(ev))

@@ -21,7 +21,7 @@ func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "order-svc", Summary: "Concord order service: order API and saga participant.",
 		DatabaseEnv: "ORDERS_DATABASE_URL", DefaultAddr: ":8081",
-		Topics: kafka.Topics, BatchHandler: kafka.BatchHandler(), Types: kafka.Handlers().Types(), Migrate: postgres.Migrate,
+		Topics: kafka.Topics, Handlers: kafka.Handlers(), BatchHandler: kafka.BatchHandler(), Migrate: postgres.Migrate,
 		Flags: func(fs *kit.FlagSet) {
 			stuckAfter = fs.Duration("stuck-after", "ORDER_STUCK_AFTER", 60*time.Second, "cancel (reason timeout) orders not terminal after this long")
 			sweepEvery = fs.Duration("sweep-interval", "ORDER_SWEEP_INTERVAL", time.Second, "how often stuck orders are looked for")

@@ -29,10 +29,11 @@ func run(ctx context.Context, args []string) error {
 	var apiKey, baseURL, secret *string
 	var timeout, recheck, lease *time.Duration
 	var concurrency *int
+	mux := handlers()
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
 		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
-		Topics: append(append([]string{}, kafka.Topics...), repair.Topic), BatchHandler: kafka.BatchHandler(handlers()), Types: handlers().Types(), Migrate: migrate,
+		Topics: append(append([]string{}, kafka.Topics...), repair.Topic), Handlers: mux, BatchHandler: kafka.BatchHandler(mux), Migrate: migrate,
 		// Every provider answer (up to --provider-concurrency at once) and
 		// every webhook records itself in a transaction of its own; with
 		// the default 16 they queued for connections behind each other.

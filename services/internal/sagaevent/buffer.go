@@ -23,19 +23,14 @@ func WithBuffer(ctx context.Context) (context.Context, *outbox.Buffer) {
 
 // BatchHandler applies a consumer batch with mux's handlers, in offset
 // order, buffering the events they append and writing them at the end
-// (see Buffer). before, when not nil, runs first with the whole batch
-// (inventory locks the stock rows the batch will touch).
+// (see Buffer). It is the default of a service whose handlers need nothing
+// set-based; the saga's services each have their own.
 //
 // The runner redoes a batch one event at a time after a permanent failure;
 // each of those calls has its own buffer, so a dead-lettered event's
 // appends go with it.
-func BatchHandler(mux idempotent.Mux, before func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error) idempotent.BatchHandler {
+func BatchHandler(mux idempotent.Mux) idempotent.BatchHandler {
 	return func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error {
-		if before != nil {
-			if err := before(ctx, tx, evs); err != nil {
-				return err
-			}
-		}
 		ctx, buf := WithBuffer(ctx)
 		for _, ev := range evs {
 			if err := mux.Handle(ctx, tx, ev); err != nil {

@@ -36,15 +36,15 @@ type Spec struct {
 	DatabaseEnv string // environment variable of the database URL
 	DefaultAddr string // default --http-addr
 	Topics      []string
-	Handlers    idempotent.Mux
-	// BatchHandler, when set, replaces Handlers: one call per batch (see
-	// idempotent.BatchHandler). Default: sagaevent.BatchHandler(Handlers, nil).
+	// Handlers are the service's per-event handlers. Their types are the
+	// ones it acts on (idempotent.Config.Types): the consumed topics carry
+	// others, which are acknowledged without a dedupe row.
+	Handlers idempotent.Mux
+	// BatchHandler, when set, applies a batch of the Handlers' types in one
+	// call (see idempotent.BatchHandler). Default:
+	// sagaevent.BatchHandler(Handlers).
 	BatchHandler idempotent.BatchHandler
-	// Types are the event types the service acts on (idempotent.Config.Types):
-	// the consumed topics carry others, which are acknowledged without a
-	// dedupe row. Default: the types of Handlers.
-	Types   []string
-	Migrate func(ctx context.Context, pool *pgxpool.Pool) error
+	Migrate      func(ctx context.Context, pool *pgxpool.Pool) error
 	// Flags registers the service's own flags before parsing.
 	Flags func(fs *kit.FlagSet)
 	// Setup mounts the API on env.Ops.Mux and returns the service's
@@ -158,12 +158,9 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
 	// Handlers run as one batch call so the events they append are written
 	// with one COPY per batch rather than two round trips each.
-	rcfg.BatchHandler, rcfg.Types = spec.BatchHandler, spec.Types
-	if rcfg.Types == nil {
-		rcfg.Types = spec.Handlers.Types()
-	}
+	rcfg.BatchHandler, rcfg.Types = spec.BatchHandler, spec.Handlers.Types()
 	if rcfg.BatchHandler == nil {
-		rcfg.BatchHandler = sagaevent.BatchHandler(spec.Handlers, nil)
+		rcfg.BatchHandler = sagaevent.BatchHandler(spec.Handlers)
 	}
 	runner, err := idempotent.NewRunner(rcfg)
 	if err != nil {

@@ -10,6 +10,7 @@
 package charger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -245,18 +246,8 @@ func (c *Charger) charge(ctx context.Context, p postgres.Payment) error {
 
 // record applies what the provider said through the canonical writer.
 func (c *Charger) record(ctx context.Context, p postgres.Payment, res stripegw.Payment, source string) error {
-	o := postgres.Observation{ProviderPaymentID: res.ProviderID, Observed: res.ProviderStatus, Source: source}
-	switch Outcome(res.Status) {
-	case payment.OutcomeSucceeded:
-		o.To = payment.StatusPaid
-	case payment.OutcomeDeclined:
-		o.To, o.Reason = payment.StatusFailed, res.DeclineCode
-		if o.Reason == "" {
-			o.Reason = string(res.Status)
-		}
-	case payment.OutcomeRefunded:
-		o.To = payment.StatusRefunded
-	default:
+	to, ok := Outcome(res.Status).Target()
+	if !ok {
 		// Processing: the webhook will tell; read it ourselves after
 		// RecheckAfter in case the webhook is lost.
 		var at time.Time
@@ -269,6 +260,10 @@ func (c *Charger) record(ctx context.Context, p postgres.Payment, res stripegw.P
 			}
 			return postgres.RetryChargeAt(ctx, tx, p.ID, at, res.ProviderStatus, "")
 		})
+	}
+	o := postgres.Observation{To: to, ProviderPaymentID: res.ProviderID, Observed: res.ProviderStatus, Source: source}
+	if to == payment.StatusFailed {
+		o.Reason = cmp.Or(res.DeclineCode, string(res.Status))
 	}
 	_, err := postgres.RecordAlone(ctx, c.cfg.Pool, p.ID, o)
 	return err

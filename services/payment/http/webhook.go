@@ -11,6 +11,7 @@
 package http
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -98,21 +99,6 @@ var Events = []string{
 	"payment_intent.processing", "refund.created",
 }
 
-// outcomeOf reads what an event says about its payment. ok is false for
-// events that say nothing we act on (payment_intent.created, charge.*).
-func outcomeOf(ev stripegw.Event) (payment.Outcome, string, bool) {
-	switch {
-	case ev.Payment != nil:
-		switch ev.Type {
-		case "payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled", "payment_intent.processing":
-			return charger.Outcome(ev.Payment.Status), ev.Payment.DeclineCode, true
-		}
-	case ev.Refund != nil && ev.Refund.Status == "succeeded":
-		return payment.OutcomeRefunded, "", true
-	}
-	return 0, "", false
-}
-
 // apply stores the delivery, then applies it. The common delivery is news
 // the charger's answer already applied (payment_intent.succeeded for a
 // payment already paid); it costs two round trips and no transaction:
@@ -173,24 +159,23 @@ func (h *Webhook) apply(ctx context.Context, ev stripegw.Event, body []byte) (re
 // A processing event has no target status (To is empty): it only ties the
 // provider's id to the payment.
 func observationOf(ev stripegw.Event) (o postgres.Observation, ok bool) {
-	outcome, reason, ok := outcomeOf(ev)
-	if !ok {
-		return o, false
-	}
 	o = postgres.Observation{ProviderPaymentID: ev.PaymentID, Source: "webhook:" + ev.ID}
-	if ev.Payment != nil {
-		o.Observed = ev.Payment.ProviderStatus
-	}
-	switch outcome {
-	case payment.OutcomeSucceeded:
-		o.To = payment.StatusPaid
-	case payment.OutcomeDeclined:
-		o.To, o.Reason = payment.StatusFailed, reason
-		if o.Reason == "" {
-			o.Reason = ev.Type
+	switch {
+	case ev.Payment != nil:
+		switch ev.Type {
+		case "payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled", "payment_intent.processing":
+		default:
+			return o, false
 		}
-	case payment.OutcomeRefunded:
+		o.Observed = ev.Payment.ProviderStatus
+		o.To, _ = charger.Outcome(ev.Payment.Status).Target()
+		if o.To == payment.StatusFailed {
+			o.Reason = cmp.Or(ev.Payment.DeclineCode, ev.Type)
+		}
+	case ev.Refund != nil && ev.Refund.Status == "succeeded":
 		o.To, o.Observed = payment.StatusRefunded, "refunded"
+	default:
+		return o, false
 	}
 	return o, true
 }
