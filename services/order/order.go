@@ -1,6 +1,6 @@
 // Package order is the order service's domain: what a valid order request
 // is, the order's state machine and how saga events move it. It does no
-// I/O; order/postgres stores orders and order/http serves the API.
+// I/O; order/orderstore stores orders and order/orderapi serves the API.
 //
 //	PENDING ──inventory.reserved──▶ RESERVED ──payment.processed──▶ CONFIRMED
 //	   │                               │

@@ -17,7 +17,7 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/internal/loadgen"
-	payhttp "github.com/concordhq/concord/services/payment/http"
+	"github.com/concordhq/concord/services/payment/paymentapi"
 )
 
 const (
@@ -193,7 +193,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 
 	simArgs := []string{"--addr", fmt.Sprintf("127.0.0.1:%d", ports["provider-sim"]), "--api-key", apiKey, "--admin",
 		"--rate-limit", "0", "--seed", fmt.Sprint(c.seed), "--webhook-url", r.payURL + "/webhooks/stripe",
-		"--webhook-events", strings.Join(payhttp.Events, ","), "--webhook-concurrency", "16",
+		"--webhook-events", strings.Join(paymentapi.Events, ","), "--webhook-concurrency", "16",
 		"--webhook-secret", webhookSecret, "--webhook-backoff", "500ms", "--webhook-max-backoff", "5s"}
 	for _, kv := range strings.Split(c.faults, ",") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(kv), "="); ok {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/services/internal/loadgen"
-	stripegw "github.com/concordhq/concord/services/payment/stripe"
+	"github.com/concordhq/concord/services/payment/paymentprovider"
 )
 
 type check struct {
@@ -52,20 +52,20 @@ func count(ctx context.Context, r *running, pool, sql string, args ...any) int64
 
 // providerTruth lists every PaymentIntent the provider holds and maps the
 // order in its metadata to its status.
-func providerTruth(ctx context.Context, r *running, since time.Time) (map[string][]stripegw.Payment, error) {
-	gw, err := stripegw.New(stripegw.Config{APIKey: apiKey, BaseURL: r.sim})
+func providerTruth(ctx context.Context, r *running, since time.Time) (map[string][]paymentprovider.Payment, error) {
+	gw, err := paymentprovider.New(paymentprovider.Config{APIKey: apiKey, BaseURL: r.sim})
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]stripegw.Payment{}
+	out := map[string][]paymentprovider.Payment{}
 	cursor := ""
 	for {
-		var page stripegw.Page[stripegw.Payment]
+		var page paymentprovider.Page[paymentprovider.Payment]
 		// The provider's injected 5xx answers reach this check too; a
 		// listing is read-only, so asking again is safe.
 		for attempt := 0; ; attempt++ {
 			page, err = gw.ListCreated(ctx, since.Add(-time.Minute), time.Now().Add(time.Minute), cursor, 100)
-			if err == nil || !errors.Is(err, stripegw.ErrUnavailable) || attempt == 9 {
+			if err == nil || !errors.Is(err, paymentprovider.ErrUnavailable) || attempt == 9 {
 				break
 			}
 		}
@@ -275,7 +275,7 @@ func invariants(ctx context.Context, r *running, c config, initial map[string]in
 	var bad []string
 	for id, st := range orders {
 		ps := truth[id]
-		succeeded := len(ps) == 1 && ps[0].Status == stripegw.StatusSucceeded
+		succeeded := len(ps) == 1 && ps[0].Status == paymentprovider.StatusSucceeded
 		confirmedSide := payments[id] == "paid" && succeeded && reservations[id] == "COMMITTED"
 		if (st == "CONFIRMED") != confirmedSide {
 			bad = append(bad, fmt.Sprintf("%s %s (payment %q, provider %v, reservation %q)", id, st, payments[id], statuses(ps), reservations[id]))
@@ -293,7 +293,7 @@ func invariants(ctx context.Context, r *running, c config, initial map[string]in
 			continue
 		}
 		for _, p := range truth[id] {
-			if p.Status == stripegw.StatusSucceeded || p.Status == stripegw.StatusProcessing || p.Status == stripegw.StatusPending {
+			if p.Status == paymentprovider.StatusSucceeded || p.Status == paymentprovider.StatusProcessing || p.Status == paymentprovider.StatusPending {
 				bad = append(bad, fmt.Sprintf("%s cancelled but provider payment %s is %s", id, p.ProviderID, p.Status))
 			}
 		}
@@ -354,7 +354,7 @@ func invariants(ctx context.Context, r *running, c config, initial map[string]in
 	return out, nil
 }
 
-func statuses(ps []stripegw.Payment) []string {
+func statuses(ps []paymentprovider.Payment) []string {
 	var s []string
 	for _, p := range ps {
 		s = append(s, string(p.Status))

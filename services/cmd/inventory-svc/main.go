@@ -8,9 +8,9 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/internal/svc"
-	"github.com/concordhq/concord/services/inventory/http"
-	"github.com/concordhq/concord/services/inventory/kafka"
-	"github.com/concordhq/concord/services/inventory/postgres"
+	"github.com/concordhq/concord/services/inventory/inventoryapi"
+	"github.com/concordhq/concord/services/inventory/inventoryconsumer"
+	"github.com/concordhq/concord/services/inventory/inventorystore"
 )
 
 func main() { kit.Main("inventory-svc", run) }
@@ -19,16 +19,16 @@ func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "inventory-svc", Summary: "Concord inventory service: stock, reservations, saga participant.",
 		DatabaseEnv: "INVENTORY_DATABASE_URL", DefaultAddr: ":8082",
-		Topics: kafka.Topics, Handlers: kafka.Handlers(), BatchHandler: kafka.BatchHandler(), Migrate: postgres.Migrate,
+		Topics: inventoryconsumer.Topics, Handlers: inventoryconsumer.Handlers(), BatchHandler: inventoryconsumer.BatchHandler(), Migrate: inventorystore.Migrate,
 		// One partition at a time: a batch locks the stock rows of every
 		// SKU it touches (most of a small hot set) until it commits, so
 		// batches of different partitions would only queue behind each
 		// other's locks. One batch at a time, in a fixed handful of round
-		// trips (see postgres.ApplyBatch), is faster. Correctness does not
+		// trips (see inventorystore.ApplyBatch), is faster. Correctness does not
 		// depend on it.
 		MaxConcurrentPartitions: 1,
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
-			(&http.Handler{Pool: env.Pool, Log: env.Log}).Register(env.API)
+			(&inventoryapi.Handler{Pool: env.Pool, Log: env.Log}).Register(env.API)
 			return nil, nil
 		},
 	})

@@ -9,9 +9,9 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/internal/svc"
-	"github.com/concordhq/concord/services/order/http"
-	"github.com/concordhq/concord/services/order/kafka"
-	"github.com/concordhq/concord/services/order/postgres"
+	"github.com/concordhq/concord/services/order/orderapi"
+	"github.com/concordhq/concord/services/order/orderconsumer"
+	"github.com/concordhq/concord/services/order/orderstore"
 )
 
 func main() { kit.Main("order-svc", run) }
@@ -21,15 +21,15 @@ func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "order-svc", Summary: "Concord order service: order API and saga participant.",
 		DatabaseEnv: "ORDERS_DATABASE_URL", DefaultAddr: ":8081",
-		Topics: kafka.Topics, Handlers: kafka.Handlers(), BatchHandler: kafka.BatchHandler(), Migrate: postgres.Migrate,
+		Topics: orderconsumer.Topics, Handlers: orderconsumer.Handlers(), BatchHandler: orderconsumer.BatchHandler(), Migrate: orderstore.Migrate,
 		Flags: func(fs *kit.FlagSet) {
 			stuckAfter = fs.Duration("stuck-after", "ORDER_STUCK_AFTER", 60*time.Second, "cancel (reason timeout) orders not terminal after this long")
 			sweepEvery = fs.Duration("sweep-interval", "ORDER_SWEEP_INTERVAL", time.Second, "how often stuck orders are looked for")
 		},
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
-			store := &postgres.Store{Pool: env.Pool}
-			(&http.Handler{Store: store, Log: env.Log}).Register(env.API)
-			sweeper := &postgres.Sweeper{Store: store, MaxAge: *stuckAfter, Interval: *sweepEvery, Log: env.Log}
+			store := &orderstore.Store{Pool: env.Pool}
+			(&orderapi.Handler{Store: store, Log: env.Log}).Register(env.API)
+			sweeper := &orderstore.Sweeper{Store: store, MaxAge: *stuckAfter, Interval: *sweepEvery, Log: env.Log}
 			return []func(context.Context) error{sweeper.Run}, nil
 		},
 	})

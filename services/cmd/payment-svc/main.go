@@ -15,11 +15,11 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/internal/svc"
 	"github.com/concordhq/concord/services/payment/charger"
-	"github.com/concordhq/concord/services/payment/http"
-	"github.com/concordhq/concord/services/payment/kafka"
-	"github.com/concordhq/concord/services/payment/postgres"
-	stripegw "github.com/concordhq/concord/services/payment/stripe"
-	reconcilerpg "github.com/concordhq/concord/services/reconciler/postgres"
+	"github.com/concordhq/concord/services/payment/paymentapi"
+	"github.com/concordhq/concord/services/payment/paymentconsumer"
+	"github.com/concordhq/concord/services/payment/paymentstore"
+	"github.com/concordhq/concord/services/payment/paymentprovider"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 	"github.com/concordhq/concord/services/reconciler/repair"
 )
 
@@ -33,7 +33,7 @@ func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
 		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
-		Topics: append(append([]string{}, kafka.Topics...), repair.Topic), Handlers: mux, BatchHandler: kafka.BatchHandler(mux), Migrate: migrate,
+		Topics: append(append([]string{}, paymentconsumer.Topics...), repair.Topic), Handlers: mux, BatchHandler: paymentconsumer.BatchHandler(mux), Migrate: migrate,
 		// Every provider answer (up to --provider-concurrency at once) and
 		// every webhook records itself in a transaction of its own; with
 		// the default 16 they queued for connections behind each other.
@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string) error {
 			if err := kit.Require("provider-api-key", *apiKey, "webhook-secret", *secret); err != nil {
 				return nil, kit.UsageError{Err: err}
 			}
-			gw, err := stripegw.New(stripegw.Config{APIKey: *apiKey, BaseURL: *baseURL, Timeout: *timeout, Connections: *concurrency})
+			gw, err := paymentprovider.New(paymentprovider.Config{APIKey: *apiKey, BaseURL: *baseURL, Timeout: *timeout, Connections: *concurrency})
 			if err != nil {
 				return nil, err
 			}
@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string) error {
 			if err != nil {
 				return nil, err
 			}
-			wh, err := http.NewWebhook(env.Pool, *secret, env.Log, env.Ops.Registry)
+			wh, err := paymentapi.NewWebhook(env.Pool, *secret, env.Log, env.Ops.Registry)
 			if err != nil {
 				return nil, err
 			}
@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string) error {
 // handlers are the saga's events plus the reconciler's repair commands,
 // which resolve their findings in the consumer's transaction.
 func handlers() idempotent.Mux {
-	h := kafka.Handlers()
+	h := paymentconsumer.Handlers()
 	for typ, f := range repair.Handlers() {
 		h[typ] = f
 	}
@@ -86,8 +86,8 @@ func handlers() idempotent.Mux {
 // migrate applies the payments schema, then the reconciler's tables: the
 // repair handler resolves findings, and those reference payments.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := postgres.Migrate(ctx, pool); err != nil {
+	if err := paymentstore.Migrate(ctx, pool); err != nil {
 		return err
 	}
-	return reconcilerpg.Migrate(ctx, pool)
+	return reconcilerstore.Migrate(ctx, pool)
 }

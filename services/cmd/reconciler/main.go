@@ -28,11 +28,11 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/internal/sagaevent"
-	paymentpg "github.com/concordhq/concord/services/payment/postgres"
-	stripegw "github.com/concordhq/concord/services/payment/stripe"
+	"github.com/concordhq/concord/services/payment/paymentstore"
+	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/reconciler"
-	"github.com/concordhq/concord/services/reconciler/postgres"
-	rstripe "github.com/concordhq/concord/services/reconciler/stripe"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
+	"github.com/concordhq/concord/services/reconciler/reconcilerprovider"
 )
 
 func main() { kit.Main("reconciler", run) }
@@ -129,8 +129,8 @@ func flags(cmd string) *common {
 type deps struct {
 	log     *slog.Logger
 	pool    *pgxpool.Pool
-	store   *postgres.Store
-	prov    *rstripe.Provider
+	store   *reconcilerstore.Store
+	prov    *reconcilerprovider.Provider
 	limiter *rate.Limiter
 }
 
@@ -150,11 +150,11 @@ func (c *common) open(ctx context.Context, cmd string) (*deps, error) {
 		if *c.limit <= 0 || *c.share <= 0 || *c.share > 1 {
 			return nil, kit.Usagef("--provider-rate-limit must be > 0 and --rate-share in (0, 1]")
 		}
-		gw, err := stripegw.New(stripegw.Config{APIKey: *c.apiKey, BaseURL: *c.baseURL, Timeout: *c.timeout})
+		gw, err := paymentprovider.New(paymentprovider.Config{APIKey: *c.apiKey, BaseURL: *c.baseURL, Timeout: *c.timeout})
 		if err != nil {
 			return nil, kit.UsageError{Err: err}
 		}
-		d.prov = rstripe.New(gw)
+		d.prov = reconcilerprovider.New(gw)
 		// Burst 1: the share is a steady pace, never a spike that eats
 		// live traffic's part of the provider's limit.
 		d.limiter = rate.NewLimiter(rate.Limit(*c.limit**c.share), 1)
@@ -165,13 +165,13 @@ func (c *common) open(ctx context.Context, cmd string) (*deps, error) {
 	}
 	// The reconciler's tables reference payments and write to the outbox,
 	// so their migrations go first; all three are idempotent.
-	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, paymentpg.Migrate, postgres.Migrate} {
+	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, paymentstore.Migrate, reconcilerstore.Migrate} {
 		if err := m(ctx, d.pool); err != nil {
 			d.pool.Close()
 			return nil, fmt.Errorf("migrate: %w", err)
 		}
 	}
-	d.store = postgres.New(d.pool)
+	d.store = reconcilerstore.New(d.pool)
 	return d, nil
 }
 
@@ -389,7 +389,7 @@ func findings(ctx context.Context, args []string, out io.Writer) error {
 	defer d.pool.Close()
 	switch sub {
 	case "list":
-		fs, err := d.store.Findings(ctx, postgres.FindingFilter{All: *all, Kind: reconciler.Kind(*kind), Limit: *limit})
+		fs, err := d.store.Findings(ctx, reconcilerstore.FindingFilter{All: *all, Kind: reconciler.Kind(*kind), Limit: *limit})
 		if err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
-	payhttp "github.com/concordhq/concord/services/payment/http"
+	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/providersim"
 )
 
@@ -85,7 +85,7 @@ func newSaga(t *testing.T, o opts) *saga {
 	s.orderURL, s.invURL, s.payURL = url("order-svc"), url("inventory-svc"), url("payment-svc")
 
 	sim, err := providersim.New(providersim.Config{APIKey: apiKey, Faults: o.faults, WebhookEndpoints: []string{s.payURL + "/webhooks/stripe"},
-		WebhookEvents: payhttp.Events,
+		WebhookEvents: paymentapi.Events,
 		WebhookSecret: secret, WebhookBackoff: 200 * time.Millisecond, WebhookMaxBackoff: time.Second, Admin: true})
 	if err != nil {
 		t.Fatal(err)

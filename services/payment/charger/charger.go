@@ -24,15 +24,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concordhq/concord/services/payment"
-	"github.com/concordhq/concord/services/payment/postgres"
-	stripegw "github.com/concordhq/concord/services/payment/stripe"
+	"github.com/concordhq/concord/services/payment/paymentstore"
+	"github.com/concordhq/concord/services/payment/paymentprovider"
 )
 
 // Gateway is the part of the provider gateway the charger uses.
 type Gateway interface {
-	CreateAndConfirm(ctx context.Context, in stripegw.Intent) (stripegw.Payment, error)
-	Get(ctx context.Context, providerID string) (stripegw.Payment, error)
-	Refund(ctx context.Context, providerID, idemKey string) (stripegw.Refund, error)
+	CreateAndConfirm(ctx context.Context, in paymentprovider.Intent) (paymentprovider.Payment, error)
+	Get(ctx context.Context, providerID string) (paymentprovider.Payment, error)
+	Refund(ctx context.Context, providerID, idemKey string) (paymentprovider.Refund, error)
 }
 
 // Config configures a Charger; zero values take the defaults named.
@@ -155,8 +155,8 @@ func (c *Charger) Run(ctx context.Context) error {
 }
 
 // start runs f for p in a slot; the caller has checked one is free.
-func (c *Charger) start(ctx context.Context, wg *sync.WaitGroup, slots, freed chan struct{}, p postgres.Payment,
-	f func(context.Context, postgres.Payment) error) {
+func (c *Charger) start(ctx context.Context, wg *sync.WaitGroup, slots, freed chan struct{}, p paymentstore.Payment,
+	f func(context.Context, paymentstore.Payment) error) {
 	slots <- struct{}{}
 	wg.Add(1)
 	go func() {
@@ -175,13 +175,13 @@ func (c *Charger) start(ctx context.Context, wg *sync.WaitGroup, slots, freed ch
 }
 
 // claim takes up to limit due payments: charges first, then refunds.
-func (c *Charger) claim(ctx context.Context, limit int) (charges, refunds []postgres.Payment, err error) {
-	charges, err = postgres.ClaimCharges(ctx, c.cfg.Pool, limit, c.cfg.Lease)
+func (c *Charger) claim(ctx context.Context, limit int) (charges, refunds []paymentstore.Payment, err error) {
+	charges, err = paymentstore.ClaimCharges(ctx, c.cfg.Pool, limit, c.cfg.Lease)
 	if err != nil {
 		return nil, nil, err
 	}
 	if limit -= len(charges); limit > 0 {
-		refunds, err = postgres.ClaimRefunds(ctx, c.cfg.Pool, limit, c.cfg.Lease)
+		refunds, err = paymentstore.ClaimRefunds(ctx, c.cfg.Pool, limit, c.cfg.Lease)
 	}
 	return charges, refunds, err
 }
@@ -195,28 +195,28 @@ func (c *Charger) backoff(attempts int) time.Duration {
 }
 
 // Outcome maps the gateway's status to the payment service's outcome.
-func Outcome(s stripegw.Status) payment.Outcome {
+func Outcome(s paymentprovider.Status) payment.Outcome {
 	switch s {
-	case stripegw.StatusSucceeded:
+	case paymentprovider.StatusSucceeded:
 		return payment.OutcomeSucceeded
-	case stripegw.StatusDeclined, stripegw.StatusCanceled:
+	case paymentprovider.StatusDeclined, paymentprovider.StatusCanceled:
 		return payment.OutcomeDeclined
-	case stripegw.StatusRefunded:
+	case paymentprovider.StatusRefunded:
 		return payment.OutcomeRefunded
-	case stripegw.StatusPending, stripegw.StatusProcessing:
+	case paymentprovider.StatusPending, paymentprovider.StatusProcessing:
 		return payment.OutcomePending
 	}
 	return payment.OutcomeUnknown
 }
 
-func (c *Charger) charge(ctx context.Context, p postgres.Payment) error {
+func (c *Charger) charge(ctx context.Context, p paymentstore.Payment) error {
 	var (
-		res  stripegw.Payment
+		res  paymentprovider.Payment
 		err  error
 		kind = "charge"
 	)
 	if p.ProviderPaymentID == "" {
-		res, err = c.cfg.Gateway.CreateAndConfirm(ctx, stripegw.Intent{
+		res, err = c.cfg.Gateway.CreateAndConfirm(ctx, paymentprovider.Intent{
 			IdempotencyKey: p.IdempotencyKey, Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod,
 			Description: "order " + p.OrderID,
 			Metadata:    map[string]string{"order_id": p.OrderID, "payment_id": strconv.FormatInt(p.ID, 10)},
@@ -226,26 +226,26 @@ func (c *Charger) charge(ctx context.Context, p postgres.Payment) error {
 		res, err = c.cfg.Gateway.Get(ctx, p.ProviderPaymentID)
 	}
 	switch {
-	case errors.Is(err, stripegw.ErrUnavailable), errors.Is(err, stripegw.ErrNotFound):
+	case errors.Is(err, paymentprovider.ErrUnavailable), errors.Is(err, paymentprovider.ErrNotFound):
 		// No answer: the charge may or may not exist. Same key next time.
 		c.calls.WithLabelValues(kind, "unavailable").Inc()
-		return postgres.RetryChargeAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(c.backoff(p.Attempts)), "", err.Error())
-	case errors.Is(err, stripegw.ErrInvalidRequest):
+		return paymentstore.RetryChargeAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(c.backoff(p.Attempts)), "", err.Error())
+	case errors.Is(err, paymentprovider.ErrInvalidRequest):
 		// The provider refused the request itself; nothing was charged.
 		c.calls.WithLabelValues(kind, "refused").Inc()
-		return c.record(ctx, p, stripegw.Payment{Status: stripegw.StatusDeclined, DeclineCode: "provider_refused"}, "charge")
+		return c.record(ctx, p, paymentprovider.Payment{Status: paymentprovider.StatusDeclined, DeclineCode: "provider_refused"}, "charge")
 	case err != nil:
 		// An idempotency conflict is a bug in key derivation; park the
 		// payment for an operator rather than guess.
 		c.calls.WithLabelValues(kind, "error").Inc()
-		return postgres.RetryChargeAt(ctx, c.cfg.Pool, p.ID, time.Time{}, "", err.Error())
+		return paymentstore.RetryChargeAt(ctx, c.cfg.Pool, p.ID, time.Time{}, "", err.Error())
 	}
 	c.calls.WithLabelValues(kind, string(res.Status)).Inc()
 	return c.record(ctx, p, res, kind)
 }
 
 // record applies what the provider said through the canonical writer.
-func (c *Charger) record(ctx context.Context, p postgres.Payment, res stripegw.Payment, source string) error {
+func (c *Charger) record(ctx context.Context, p paymentstore.Payment, res paymentprovider.Payment, source string) error {
 	to, ok := Outcome(res.Status).Target()
 	if !ok {
 		// Processing: the webhook will tell; read it ourselves after
@@ -255,41 +255,41 @@ func (c *Charger) record(ctx context.Context, p postgres.Payment, res stripegw.P
 			at = time.Now().Add(c.cfg.RecheckAfter)
 		}
 		return pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
-			if err := postgres.AttachProvider(ctx, tx, p.ID, res.ProviderID); err != nil {
+			if err := paymentstore.AttachProvider(ctx, tx, p.ID, res.ProviderID); err != nil {
 				return err
 			}
-			return postgres.RetryChargeAt(ctx, tx, p.ID, at, res.ProviderStatus, "")
+			return paymentstore.RetryChargeAt(ctx, tx, p.ID, at, res.ProviderStatus, "")
 		})
 	}
-	o := postgres.Observation{To: to, ProviderPaymentID: res.ProviderID, Observed: res.ProviderStatus, Source: source}
+	o := paymentstore.Observation{To: to, ProviderPaymentID: res.ProviderID, Observed: res.ProviderStatus, Source: source}
 	if to == payment.StatusFailed {
 		o.Reason = cmp.Or(res.DeclineCode, string(res.Status))
 	}
-	_, err := postgres.RecordAlone(ctx, c.cfg.Pool, p.ID, o)
+	_, err := paymentstore.RecordAlone(ctx, c.cfg.Pool, p.ID, o)
 	return err
 }
 
-func (c *Charger) refund(ctx context.Context, p postgres.Payment) error {
+func (c *Charger) refund(ctx context.Context, p paymentstore.Payment) error {
 	r, err := c.cfg.Gateway.Refund(ctx, p.ProviderPaymentID, payment.RefundKey(p.ID))
 	if err != nil {
 		c.calls.WithLabelValues("refund", "error").Inc()
 		// Already refunded (by an earlier attempt whose answer we lost, or
 		// by the provider) is refused as a bad request: read the truth.
-		if errors.Is(err, stripegw.ErrInvalidRequest) {
-			if got, gerr := c.cfg.Gateway.Get(ctx, p.ProviderPaymentID); gerr == nil && got.Status == stripegw.StatusRefunded {
+		if errors.Is(err, paymentprovider.ErrInvalidRequest) {
+			if got, gerr := c.cfg.Gateway.Get(ctx, p.ProviderPaymentID); gerr == nil && got.Status == paymentprovider.StatusRefunded {
 				return c.record(ctx, p, got, "refund")
 			}
 		}
-		return postgres.RetryRefundAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(c.backoff(p.Attempts)), err.Error())
+		return paymentstore.RetryRefundAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(c.backoff(p.Attempts)), err.Error())
 	}
 	c.calls.WithLabelValues("refund", r.Status).Inc()
 	c.cfg.Log.Info("refunded payment of cancelled order", "payment_id", p.ID, "order_id", p.OrderID,
 		"provider_payment_id", p.ProviderPaymentID, "refund_id", r.ID, "amount", p.Amount, "currency", p.Currency)
 	return pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
-		if err := postgres.SetRefundID(ctx, tx, p.ID, r.ID); err != nil {
+		if err := paymentstore.SetRefundID(ctx, tx, p.ID, r.ID); err != nil {
 			return err
 		}
-		_, err := postgres.MarkRefunded(ctx, tx, p.ID, "refunded", "refund:"+r.ID)
+		_, err := paymentstore.MarkRefunded(ctx, tx, p.ID, "refunded", "refund:"+r.ID)
 		return err
 	})
 }

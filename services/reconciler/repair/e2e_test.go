@@ -21,15 +21,15 @@ import (
 	"github.com/concordhq/concord/schemas"
 	"github.com/concordhq/concord/services/internal/sagaevent"
 	"github.com/concordhq/concord/services/order"
-	orderkafka "github.com/concordhq/concord/services/order/kafka"
-	orderpg "github.com/concordhq/concord/services/order/postgres"
-	paymentpg "github.com/concordhq/concord/services/payment/postgres"
-	stripegw "github.com/concordhq/concord/services/payment/stripe"
+	"github.com/concordhq/concord/services/order/orderconsumer"
+	"github.com/concordhq/concord/services/order/orderstore"
+	"github.com/concordhq/concord/services/payment/paymentstore"
+	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/providersim"
 	"github.com/concordhq/concord/services/reconciler"
-	reconcilerpg "github.com/concordhq/concord/services/reconciler/postgres"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 	"github.com/concordhq/concord/services/reconciler/repair"
-	rstripe "github.com/concordhq/concord/services/reconciler/stripe"
+	"github.com/concordhq/concord/services/reconciler/reconcilerprovider"
 )
 
 // TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms is the whole chain
@@ -61,19 +61,19 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 	// The order service's database: an order whose stock is reserved and
 	// which waits for its payment.
 	orders := testkit.NewPool(t)
-	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, orderpg.Migrate, idempotent.Migrate} {
+	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, orderstore.Migrate, idempotent.Migrate} {
 		if err := m(ctx, orders); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ostore := &orderpg.Store{Pool: orders}
+	ostore := &orderstore.Store{Pool: orders}
 	o, _, err := ostore.Create(ctx, order.Request{CustomerID: "c-1", Currency: "EUR",
 		Items: []order.Item{{SKU: "sku-1", Quantity: 1, UnitPrice: 2500}}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := pgx.BeginFunc(ctx, orders, func(tx pgx.Tx) error {
-		_, err := orderpg.Apply(ctx, tx, o.ID, order.InventoryReserved, "", schemas.NewEventID())
+		_, err := orderstore.Apply(ctx, tx, o.ID, order.InventoryReserved, "", schemas.NewEventID())
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 	// The payment service's database: the charge succeeded at the provider,
 	// the webhook was dropped, the row is still pending.
 	payments := testkit.NewPool(t)
-	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, paymentpg.Migrate, reconcilerpg.Migrate, idempotent.Migrate} {
+	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, paymentstore.Migrate, reconcilerstore.Migrate, idempotent.Migrate} {
 		if err := m(ctx, payments); err != nil {
 			t.Fatal(err)
 		}
@@ -94,13 +94,13 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 	defer srv.Close()
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	gw, err := stripegw.New(stripegw.Config{APIKey: "sk_test_e2e", BaseURL: ts.URL, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
+	gw, err := paymentprovider.New(paymentprovider.Config{APIKey: "sk_test_e2e", BaseURL: ts.URL, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	charged, err := gw.CreateAndConfirm(ctx, stripegw.Intent{IdempotencyKey: "order-" + o.ID + "-charge", Amount: 2500,
+	charged, err := gw.CreateAndConfirm(ctx, paymentprovider.Intent{IdempotencyKey: "order-" + o.ID + "-charge", Amount: 2500,
 		Currency: "eur", PaymentMethod: providersim.PaymentMethodVisa})
-	if err != nil || charged.Status != stripegw.StatusSucceeded {
+	if err != nil || charged.Status != paymentprovider.StatusSucceeded {
 		t.Fatalf("charge: %v %+v", err, charged)
 	}
 	var paymentID int64
@@ -112,7 +112,7 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 	}
 
 	// Detect, classify, record, command.
-	scanner, err := reconciler.NewScanner(reconciler.ScannerConfig{Store: reconcilerpg.New(payments), Provider: rstripe.New(gw)})
+	scanner, err := reconciler.NewScanner(reconciler.ScannerConfig{Store: reconcilerstore.New(payments), Provider: reconcilerprovider.New(gw)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 	}
 	run("payment commands", commands.Run)
 	orderEvents, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "order-svc"), Topics: []string{prefix + "payment-events"},
-		Pool: orders, Kafka: kcfg, Handler: orderkafka.Handlers().Handle})
+		Pool: orders, Kafka: kcfg, Handler: orderconsumer.Handlers().Handle})
 	if err != nil {
 		t.Fatal(err)
 	}

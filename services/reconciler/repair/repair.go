@@ -22,9 +22,9 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/services/payment"
-	paymentpg "github.com/concordhq/concord/services/payment/postgres"
+	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/reconciler"
-	reconcilerpg "github.com/concordhq/concord/services/reconciler/postgres"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 )
 
 // Topic is where the reconciler's commands are published.
@@ -51,7 +51,7 @@ func Handlers() idempotent.Mux {
 // (which emits payment.processed in tx) and resolves the finding.
 func ApplySucceeded(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
 	return apply(ctx, tx, ev, payment.StatusPaid, func(id int64, c reconciler.RepairCommandData, source string) (bool, error) {
-		return paymentpg.MarkPaid(ctx, tx, id, c.ObservedProviderStatus, source)
+		return paymentstore.MarkPaid(ctx, tx, id, c.ObservedProviderStatus, source)
 	})
 }
 
@@ -60,7 +60,7 @@ func ApplySucceeded(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
 // resolves the finding.
 func ApplyCanceled(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
 	return apply(ctx, tx, ev, payment.StatusFailed, func(id int64, c reconciler.RepairCommandData, source string) (bool, error) {
-		return paymentpg.MarkFailed(ctx, tx, id, c.ObservedProviderStatus, source, c.ObservedProviderStatus)
+		return paymentstore.MarkFailed(ctx, tx, id, c.ObservedProviderStatus, source, c.ObservedProviderStatus)
 	})
 }
 
@@ -81,7 +81,7 @@ func apply(ctx context.Context, tx pgx.Tx, ev idempotent.Event, target payment.S
 	err = tx.QueryRow(ctx, `select status, coalesce(provider_payment_id, '') from payments where id = $1 for update`, id).
 		Scan(&status, &ref)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idempotent.Permanent(fmt.Errorf("repair command %s: payment %d: %w", ev.EventID, id, paymentpg.ErrNotFound))
+		return idempotent.Permanent(fmt.Errorf("repair command %s: payment %d: %w", ev.EventID, id, paymentstore.ErrNotFound))
 	}
 	if err != nil {
 		return fmt.Errorf("repair command %s: payment %d: %w", ev.EventID, id, err)
@@ -98,7 +98,7 @@ func apply(ctx context.Context, tx pgx.Tx, ev idempotent.Event, target payment.S
 		source := "reconciler:finding-" + strconv.FormatInt(c.FindingID, 10)
 		changed, err := write(id, c, source)
 		if err != nil {
-			if errors.Is(err, payment.ErrInvalidTransition) || errors.Is(err, paymentpg.ErrNoProviderID) {
+			if errors.Is(err, payment.ErrInvalidTransition) || errors.Is(err, paymentstore.ErrNoProviderID) {
 				err = idempotent.Permanent(err)
 			}
 			return fmt.Errorf("repair command %s: payment %d (finding %d) → %s: %w", ev.EventID, id, c.FindingID, target, err)
@@ -114,7 +114,7 @@ func apply(ctx context.Context, tx pgx.Tx, ev idempotent.Event, target payment.S
 		how = reconciler.ResolutionSuperseded
 		note = fmt.Sprintf("payment was %s when the command (expected %s) arrived", status, c.ExpectedLocalStatus)
 	}
-	if _, err := reconcilerpg.ResolveFinding(ctx, tx, c.FindingID, how, ResolvedBy, note); err != nil {
+	if _, err := reconcilerstore.ResolveFinding(ctx, tx, c.FindingID, how, ResolvedBy, note); err != nil {
 		return fmt.Errorf("repair command %s: payment %d: %w", ev.EventID, id, err)
 	}
 	return nil

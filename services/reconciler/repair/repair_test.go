@@ -12,9 +12,9 @@ import (
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
-	paymentpg "github.com/concordhq/concord/services/payment/postgres"
+	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/reconciler"
-	reconcilerpg "github.com/concordhq/concord/services/reconciler/postgres"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 	"github.com/concordhq/concord/services/reconciler/repair"
 )
 
@@ -34,7 +34,7 @@ func (p provider) Get(_ context.Context, id string) (reconciler.External, error)
 func drift(t *testing.T, external string) (*pgxpool.Pool, int64, idempotent.Event) {
 	t.Helper()
 	ctx := context.Background()
-	pool := testkit.NewPool(t, outbox.Migrate, paymentpg.Migrate, reconcilerpg.Migrate)
+	pool := testkit.NewPool(t, outbox.Migrate, paymentstore.Migrate, reconcilerstore.Migrate)
 	var id int64
 	if err := pool.QueryRow(ctx, `insert into payments (order_id, idempotency_key, provider_payment_id, amount, currency,
 			status, created_at, updated_at)
@@ -42,7 +42,7 @@ func drift(t *testing.T, external string) (*pgxpool.Pool, int64, idempotent.Even
 		returning id`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	s, err := reconciler.NewScanner(reconciler.ScannerConfig{Store: reconcilerpg.New(pool), Provider: provider{"pi_drift": external}})
+	s, err := reconciler.NewScanner(reconciler.ScannerConfig{Store: reconcilerstore.New(pool), Provider: provider{"pi_drift": external}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestRepairCommandReplayedTwiceHasOneEffect(t *testing.T) {
 func TestRepairAfterTheWebhookWonResolvesTheFindingWithoutASecondEffect(t *testing.T) {
 	pool, id, ev := drift(t, reconciler.ExtSucceeded)
 	if err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		_, err := paymentpg.MarkPaid(context.Background(), tx, id, "succeeded", "webhook:evt_late")
+		_, err := paymentstore.MarkPaid(context.Background(), tx, id, "succeeded", "webhook:evt_late")
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestRepairAfterTheWebhookWonResolvesTheFindingWithoutASecondEffect(t *testi
 func TestRepairOfAPaymentThatMovedElsewhereIsSuperseded(t *testing.T) {
 	pool, id, ev := drift(t, reconciler.ExtSucceeded)
 	if err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		_, err := paymentpg.MarkFailed(context.Background(), tx, id, "canceled", "test", "canceled")
+		_, err := paymentstore.MarkFailed(context.Background(), tx, id, "canceled", "test", "canceled")
 		return err
 	}); err != nil {
 		t.Fatal(err)

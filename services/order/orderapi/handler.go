@@ -1,0 +1,172 @@
+// Package orderapi serves the order API:
+//
+//	POST /orders          create (Idempotency-Key header honoured)
+//	GET  /orders/{id}     one order with its status history
+//	GET  /orders?status=  list, newest first (limit ≤ 500)
+//
+// Errors are JSON {"error": "...", "field": "..."}; a bad request is
+// refused before anything is stored.
+package orderapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/concordhq/concord/services/order"
+	"github.com/concordhq/concord/services/order/orderstore"
+)
+
+// MaxBody bounds a request body; larger bodies get 413.
+const MaxBody = 64 << 10
+
+// Store is what the API needs from storage.
+type Store interface {
+	Create(ctx context.Context, req order.Request, idemKey string) (orderstore.Order, bool, error)
+	Get(ctx context.Context, id string) (orderstore.Order, error)
+	List(ctx context.Context, status order.Status, limit int) ([]orderstore.Order, error)
+}
+
+// Handler is the order API.
+type Handler struct {
+	Store Store
+	Log   *slog.Logger
+}
+
+// Register mounts the API on mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /orders", h.create)
+	mux.HandleFunc("GET /orders/{id}", h.get)
+	mux.HandleFunc("GET /orders", h.list)
+}
+
+type apiError struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		writeJSON(w, http.StatusUnsupportedMediaType, apiError{Error: "Content-Type must be application/json"})
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 255 {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "Idempotency-Key is longer than 255 characters", Field: "Idempotency-Key"})
+		return
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
+	dec.DisallowUnknownFields()
+	var req order.Request
+	if err := dec.Decode(&req); err != nil {
+		h.decodeError(w, err)
+		return
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "body must hold exactly one JSON object"})
+		return
+	}
+	if err := req.Validate(); err != nil {
+		var fe *order.FieldError
+		errors.As(err, &fe)
+		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error(), Field: fe.Field})
+		return
+	}
+	o, created, err := h.Store.Create(r.Context(), req, key)
+	switch {
+	case errors.Is(err, orderstore.ErrIdempotencyConflict):
+		writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: err.Error(), Field: "Idempotency-Key"})
+		return
+	case err != nil:
+		h.Log.Error("create order", "err", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "order not stored; retry with the same Idempotency-Key"})
+		return
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	w.Header().Set("Location", "/orders/"+o.ID)
+	writeJSON(w, status, o)
+}
+
+func (h *Handler) decodeError(w http.ResponseWriter, err error) {
+	var tooBig *http.MaxBytesError
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("body larger than %d bytes", MaxBody)})
+	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON: " + err.Error()})
+	case errors.As(err, &typ):
+		writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("%s: must be %s", typ.Field, typ.Type), Field: typ.Field})
+	case errors.Is(err, io.EOF):
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "empty body: send a JSON order"})
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "unknown field " + strconv.Quote(f), Field: f})
+	default:
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "bad body: " + err.Error()})
+	}
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	o, err := h.Store.Get(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, orderstore.ErrNotFound) || isBadUUID(err):
+		writeJSON(w, http.StatusNotFound, apiError{Error: "no order " + strconv.Quote(r.PathValue("id"))})
+	case err != nil:
+		h.Log.Error("get order", "order_id", r.PathValue("id"), "err", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not read order"})
+	default:
+		writeJSON(w, http.StatusOK, o)
+	}
+}
+
+// isBadUUID reports Postgres refusing a malformed id: no such order.
+func isBadUUID(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "invalid input syntax for type uuid")
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	var st order.Status
+	if s := r.URL.Query().Get("status"); s != "" {
+		var ok bool
+		if st, ok = order.ParseStatus(s); !ok {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "status must be PENDING, RESERVED, CONFIRMED or CANCELLED", Field: "status"})
+			return
+		}
+	}
+	limit := 100
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 500 {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "limit must be 1..500", Field: "limit"})
+			return
+		}
+		limit = n
+	}
+	orders, err := h.Store.List(r.Context(), st, limit)
+	if err != nil {
+		h.Log.Error("list orders", "err", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not list orders"})
+		return
+	}
+	if orders == nil {
+		orders = []orderstore.Order{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"orders": orders})
+}

@@ -1,0 +1,169 @@
+package orderapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/services/order/orderapi"
+	"github.com/concordhq/concord/services/order/orderstore"
+)
+
+func newAPI(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
+	t.Helper()
+	pool := testkit.NewPool(t, outbox.Migrate, orderstore.Migrate)
+	mux := http.NewServeMux()
+	(&orderapi.Handler{Store: &orderstore.Store{Pool: pool}, Log: slog.New(slog.DiscardHandler)}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, pool
+}
+
+func post(t *testing.T, url, body, key string) (*http.Response, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/orders", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp, m
+}
+
+const good = `{"customer_id":"cus_1","currency":"EUR","items":[{"sku":"SKU-1","quantity":2,"unit_price":1250}]}`
+
+func TestBadInputIsRefusedWith4xxAndNothingIsStored(t *testing.T) {
+	srv, pool := newAPI(t)
+	cases := []struct {
+		name, body string
+		status     int
+		field      string
+	}{
+		{"malformed JSON", `{"customer_id":`, 400, ""},
+		{"not JSON", `hello`, 400, ""},
+		{"empty body", ``, 400, ""},
+		{"unknown field", `{"customer_id":"c","currency":"EUR","items":[{"sku":"A","quantity":1,"unit_price":1}],"coupon":"FREE"}`, 400, "coupon"},
+		{"negative quantity", `{"customer_id":"c","currency":"EUR","items":[{"sku":"A","quantity":-1,"unit_price":1}]}`, 400, "items[0].quantity"},
+		{"zero quantity", `{"customer_id":"c","currency":"EUR","items":[{"sku":"A","quantity":0,"unit_price":1}]}`, 400, "items[0].quantity"},
+		{"negative price", `{"customer_id":"c","currency":"EUR","items":[{"sku":"A","quantity":1,"unit_price":-5}]}`, 400, "items[0].unit_price"},
+		{"quantity as string", `{"customer_id":"c","currency":"EUR","items":[{"sku":"A","quantity":"2","unit_price":1}]}`, 400, "items.quantity"},
+		{"no items", `{"customer_id":"c","currency":"EUR","items":[]}`, 400, "items"},
+		{"bad currency", `{"customer_id":"c","currency":"euro","items":[{"sku":"A","quantity":1,"unit_price":1}]}`, 400, "currency"},
+		{"two objects", good + good, 400, ""},
+		{"huge body", `{"customer_id":"` + strings.Repeat("x", orderapi.MaxBody) + `"}`, 413, ""},
+	}
+	for _, c := range cases {
+		resp, m := post(t, srv.URL, c.body, "")
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: status %d (%v); want %d", c.name, resp.StatusCode, m, c.status)
+			continue
+		}
+		if m["error"] == nil || m["error"] == "" {
+			t.Errorf("%s: no error message in %v", c.name, m)
+		}
+		if c.field != "" && m["field"] != c.field {
+			t.Errorf("%s: field %v; want %q", c.name, m["field"], c.field)
+		}
+	}
+	var orders, events int
+	_ = pool.QueryRow(context.Background(), `select (select count(*) from orders), (select count(*) from outbox)`).Scan(&orders, &events)
+	if orders != 0 || events != 0 {
+		t.Fatalf("bad requests stored %d orders and %d events; want none", orders, events)
+	}
+}
+
+func TestIdempotencyKeyReturnsTheSameOrder(t *testing.T) {
+	srv, pool := newAPI(t)
+	r1, o1 := post(t, srv.URL, good, "key-1")
+	r2, o2 := post(t, srv.URL, good, "key-1")
+	if r1.StatusCode != 201 || r2.StatusCode != 200 || o1["id"] != o2["id"] {
+		t.Fatalf("first %d %v, retry %d %v; want 201 then 200 with the same id", r1.StatusCode, o1["id"], r2.StatusCode, o2["id"])
+	}
+	r3, m := post(t, srv.URL, strings.Replace(good, `"quantity":2`, `"quantity":3`, 1), "key-1")
+	if r3.StatusCode != 422 || m["field"] != "Idempotency-Key" {
+		t.Fatalf("same key, other body: %d %v; want 422 naming Idempotency-Key", r3.StatusCode, m)
+	}
+	var orders, events int
+	_ = pool.QueryRow(context.Background(), `select (select count(*) from orders), (select count(*) from outbox)`).Scan(&orders, &events)
+	if orders != 1 || events != 1 {
+		t.Fatalf("%d orders and %d events; want 1 and 1", orders, events)
+	}
+}
+
+func TestGetAndListOrders(t *testing.T) {
+	srv, _ := newAPI(t)
+	withAddress := strings.Replace(good, `"currency"`, `"shipping_address":{"line1":"Hauptstr. 1","city":"Berlin","postal_code":"10115","country":"DE"},"currency"`, 1)
+	_, o := post(t, srv.URL, withAddress, "")
+	resp, err := http.Get(srv.URL + "/orders/" + o["id"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&whole)
+	resp.Body.Close()
+	// The POST answer is built from the request, not read back; it must
+	// be what is stored.
+	if !reflect.DeepEqual(whole, o) {
+		t.Fatalf("POST answered %v\nGET answers %v", o, whole)
+	}
+	var got struct {
+		Status  string
+		History []map[string]any
+	}
+	b, _ := json.Marshal(whole)
+	_ = json.Unmarshal(b, &got)
+	if got.Status != "PENDING" || len(got.History) != 1 {
+		t.Fatalf("GET order = %+v; want PENDING with one history entry", got)
+	}
+	// The POST answer's history is built without reading it back; it must
+	// be what is stored.
+	posted, _ := json.Marshal(o["history"])
+	stored, _ := json.Marshal(got.History)
+	if string(posted) != string(stored) {
+		t.Fatalf("POST answered history %s; stored %s", posted, stored)
+	}
+	for path, want := range map[string]int{"/orders/not-a-uuid": 404, "/orders/01a22990-d960-7727-a960-5db346c37962": 404,
+		"/orders?status=PENDING": 200, "/orders?status=bogus": 400, "/orders?limit=0": 400} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s = %d; want %d", path, resp.StatusCode, want)
+		}
+	}
+}
+
+// The order, its event and its history row are written as one batch
+// without BEGIN; PostgreSQL must still keep them or drop them together.
+func TestAFailedOrderWriteStoresNothing(t *testing.T) {
+	srv, pool := newAPI(t)
+	if _, err := pool.Exec(context.Background(), `alter table order_history add constraint refuse_all check (false) not valid`); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := post(t, srv.URL, good, "")
+	if resp.StatusCode < 500 {
+		t.Fatalf("POST with the history insert failing: %d; want a 5xx", resp.StatusCode)
+	}
+	var orders, events int
+	_ = pool.QueryRow(context.Background(), `select (select count(*) from orders), (select count(*) from outbox)`).Scan(&orders, &events)
+	if orders != 0 || events != 0 {
+		t.Fatalf("a failed POST left %d orders and %d events; want none", orders, events)
+	}
+}

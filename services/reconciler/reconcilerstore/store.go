@@ -1,0 +1,299 @@
+// Package reconcilerstore is the reconciler's record in the payments database: the
+// keyset cursor (reconciliation_cursor), the findings
+// (reconciliation_findings) and the lag queries. Repair commands go to the
+// same database's outbox in the transaction that records their finding.
+package reconcilerstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concordhq/concord/infra/pgmigrate"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/services/internal/sagaevent"
+	"github.com/concordhq/concord/services/reconciler"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// VersionTable records which reconciler migrations ran.
+const VersionTable = "reconciler_schema_version"
+
+// Migrate creates or updates the reconciler's tables. The payments table
+// (services/payment/paymentstore.Migrate) and the outbox (outbox.Migrate) must
+// exist first.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgmigrate.ApplyDir(ctx, pool, VersionTable, migrations, "migrations")
+}
+
+// Store implements reconciler.Store on a pgx pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+var _ reconciler.Store = (*Store)(nil)
+
+const rowCols = `id, order_id, coalesce(provider_payment_id, ''), status, version, created_at, updated_at`
+
+func scanRows(rows pgx.Rows) ([]reconciler.Row, error) {
+	defer rows.Close()
+	var out []reconciler.Row
+	for rows.Next() {
+		var r reconciler.Row
+		if err := rows.Scan(&r.PaymentID, &r.OrderID, &r.ProviderID, &r.Status, &r.Version, &r.CreatedAt, &r.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ReadPage reads the job's cursor and the next limit payments by id in one
+// short read transaction. It uses the primary key only, so a page costs the
+// same at id 10 as at id 10 million, and no row can be skipped or starved
+// however often rows are updated.
+func (s *Store) ReadPage(ctx context.Context, job string, limit int) (reconciler.Page, error) {
+	page := reconciler.Page{Job: job}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `insert into reconciliation_cursor (job) values ($1) on conflict do nothing`, job); err != nil {
+			return fmt.Errorf("create cursor: %w", err)
+		}
+		if err := tx.QueryRow(ctx, `select last_id, now() from reconciliation_cursor where job = $1`, job).
+			Scan(&page.CursorID, &page.Now); err != nil {
+			return fmt.Errorf("read cursor: %w", err)
+		}
+		rows, err := tx.Query(ctx, `select `+rowCols+` from payments where id > $1 order by id limit $2`, page.CursorID, limit)
+		if err != nil {
+			return fmt.Errorf("read payments after id %d: %w", page.CursorID, err)
+		}
+		page.Rows, err = scanRows(rows)
+		if err != nil {
+			return fmt.Errorf("read payments after id %d: %w", page.CursorID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return reconciler.Page{}, fmt.Errorf("reconciler store: job %s: %w", job, err)
+	}
+	return page, nil
+}
+
+// Record advances the cursor by compare-and-set first, then records the
+// results, all in one transaction. The compare-and-set comes first so that a
+// second reconciler recording the same page waits on the cursor row, finds
+// it moved once the first commits, and writes nothing at all.
+func (s *Store) Record(ctx context.Context, page reconciler.Page, results []reconciler.Result) (reconciler.RecordStats, error) {
+	if len(page.Rows) == 0 {
+		return reconciler.RecordStats{}, nil
+	}
+	next := page.Rows[len(page.Rows)-1].PaymentID
+	var stats reconciler.RecordStats
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `update reconciliation_cursor set last_id = $3, updated_at = now()
+			where job = $1 and last_id = $2`, page.Job, page.CursorID, next)
+		if err != nil {
+			return fmt.Errorf("advance cursor %d → %d: %w", page.CursorID, next, err)
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("cursor is no longer at id %d: %w", page.CursorID, reconciler.ErrConcurrentRun)
+		}
+		stats, err = apply(ctx, tx, reconciler.SourceScan, results)
+		return err
+	})
+	if err != nil {
+		return reconciler.RecordStats{}, fmt.Errorf("reconciler store: job %s: record page after id %d: %w", page.Job, page.CursorID, err)
+	}
+	return stats, nil
+}
+
+// RecordFindings records results without a cursor (heal mode).
+func (s *Store) RecordFindings(ctx context.Context, source reconciler.Source, results []reconciler.Result) (reconciler.RecordStats, error) {
+	var stats reconciler.RecordStats
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		stats, err = apply(ctx, tx, source, results)
+		return err
+	})
+	if err != nil {
+		return reconciler.RecordStats{}, fmt.Errorf("reconciler store: record %s results: %w", source, err)
+	}
+	return stats, nil
+}
+
+// apply records verified rows, their findings and repair commands in tx.
+//
+// A row whose status or version changed since it was read is left alone
+// (Moved): the decision was made on a stale picture, most likely because the
+// webhook we were about to call missed has just arrived. Its next visit
+// decides.
+func apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, results []reconciler.Result) (reconciler.RecordStats, error) {
+	stats := reconciler.RecordStats{ByKind: map[reconciler.Kind]int{}, Commands: map[reconciler.Command]int{}}
+	var ids, versions []int64
+	var statuses, externals []string
+	verified := make(map[int64]reconciler.Result)
+	for _, r := range results {
+		if !r.Decision.Verified {
+			continue
+		}
+		ids = append(ids, r.Row.PaymentID)
+		versions = append(versions, r.Row.Version)
+		statuses = append(statuses, r.Row.Status)
+		externals = append(externals, r.External)
+		verified[r.Row.PaymentID] = r
+	}
+	if len(ids) == 0 {
+		return stats, nil
+	}
+	// last_reconciled_at advances only for rows actually verified, and the
+	// guard on version and status keeps a concurrent transition's row out.
+	// updated_at is not touched: it belongs to the payment's own changes
+	// and drives the grace window.
+	rows, err := tx.Query(ctx, `update payments p
+		set observed_external_status = coalesce(nullif(v.ext, ''), p.observed_external_status),
+		    last_reconciled_at = now()
+		from unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) as v(id, version, status, ext)
+		where p.id = v.id and p.version = v.version and p.status = v.status
+		returning p.id`, ids, versions, statuses, externals)
+	if err != nil {
+		return stats, fmt.Errorf("mark %d payments verified: %w", len(ids), err)
+	}
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return stats, fmt.Errorf("mark %d payments verified: %w", len(ids), err)
+	}
+	stats.Verified = len(kept)
+	stats.Moved = len(ids) - len(kept)
+
+	var inSync []int64
+	for _, id := range kept {
+		r := verified[id]
+		switch {
+		case r.Decision.Verdict == reconciler.InSync:
+			inSync = append(inSync, id)
+		case r.Decision.Kind != "":
+			opened, cmd, err := openFinding(ctx, tx, source, r)
+			if err != nil {
+				return stats, err
+			}
+			if opened {
+				stats.FindingsOpened++
+				stats.ByKind[r.Decision.Kind]++
+			}
+			if cmd {
+				stats.CommandsEmitted++
+				stats.Commands[r.Decision.Command]++
+			}
+		}
+	}
+	if len(inSync) > 0 {
+		tag, err := tx.Exec(ctx, `update reconciliation_findings
+			set resolved_at = now(), resolution = 'cleared', resolved_by = 'reconciler',
+			    note = 'verified in sync by a later ' || $2
+			where payment_id = any($1) and resolved_at is null`, inSync, string(source))
+		if err != nil {
+			return stats, fmt.Errorf("clear findings of %d in-sync payments: %w", len(inSync), err)
+		}
+		stats.FindingsCleared = int(tag.RowsAffected())
+	}
+	return stats, nil
+}
+
+// openFinding inserts the finding unless one is open for the payment and
+// kind already, and for a new Repairable finding appends its repair command
+// to the outbox in the same transaction. A finding already open means its
+// command was emitted when it opened: emitting again would only repeat it.
+func openFinding(ctx context.Context, tx pgx.Tx, source reconciler.Source, r reconciler.Result) (opened, emitted bool, err error) {
+	d := r.Decision
+	var cmd *string
+	if d.Verdict == reconciler.Repairable {
+		c := string(d.Command)
+		cmd = &c
+	}
+	var id int64
+	var detected time.Time
+	err = tx.QueryRow(ctx, `insert into reconciliation_findings
+			(payment_id, kind, verdict, local_status, external_status, repair_command, source)
+		values ($1, $2, $3, $4, nullif($5, ''), $6, $7)
+		on conflict (payment_id, kind) where resolved_at is null do nothing
+		returning id, detected_at`,
+		r.Row.PaymentID, string(d.Kind), string(d.Verdict), r.Row.Status, r.External, cmd, string(source)).Scan(&id, &detected)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("payment %d: record finding %s: %w", r.Row.PaymentID, d.Kind, err)
+	}
+	if cmd == nil {
+		return true, false, nil
+	}
+	// sagaevent adds the topic prefix of ctx (--topic-prefix), so commands
+	// land where a side-by-side payment-svc consumes them.
+	env, err := sagaevent.Append(ctx, tx, outbox.Event{
+		Type:          string(d.Command),
+		AggregateID:   strconv.FormatInt(r.Row.PaymentID, 10),
+		CorrelationID: r.Row.OrderID,
+		Data: reconciler.RepairCommandData{
+			PaymentID:              strconv.FormatInt(r.Row.PaymentID, 10),
+			OrderID:                r.Row.OrderID,
+			ProviderPaymentID:      r.Row.ProviderID,
+			FindingID:              id,
+			Kind:                   d.Kind,
+			ExpectedLocalStatus:    r.Row.Status,
+			ObservedProviderStatus: r.External,
+			DetectedAt:             detected.UTC(),
+		},
+		Headers: map[string]string{"source": "reconciler:" + string(source)},
+	})
+	if err != nil {
+		return false, false, fmt.Errorf("payment %d: finding %d: emit %s: %w", r.Row.PaymentID, id, d.Command, err)
+	}
+	if _, err := tx.Exec(ctx, `update reconciliation_findings set command_event_id = $2 where id = $1`, id, env.EventID); err != nil {
+		return false, false, fmt.Errorf("payment %d: finding %d: link command %s: %w", r.Row.PaymentID, id, env.EventID, err)
+	}
+	return true, true, nil
+}
+
+// CompleteCycle moves the cursor back to the start and records the cycle's
+// completion, by compare-and-set on the position read.
+func (s *Store) CompleteCycle(ctx context.Context, job string, cursorID int64) error {
+	tag, err := s.pool.Exec(ctx, `update reconciliation_cursor
+		set last_id = 0, last_cycle_completed_at = now(), last_cycle_duration = now() - cycle_started_at,
+		    cycle_started_at = now(), cycles_completed = cycles_completed + 1, updated_at = now()
+		where job = $1 and last_id = $2`, job, cursorID)
+	if err != nil {
+		return fmt.Errorf("reconciler store: job %s: complete cycle: %w", job, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("reconciler store: job %s: cursor is no longer at id %d: %w", job, cursorID, reconciler.ErrConcurrentRun)
+	}
+	return nil
+}
+
+// RowsByProviderID reads the payments tied to the given provider ids, and
+// the database's clock.
+func (s *Store) RowsByProviderID(ctx context.Context, ids []string) ([]reconciler.Row, time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `select now()`).Scan(&now); err != nil {
+		return nil, now, fmt.Errorf("reconciler store: clock: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `select `+rowCols+` from payments where provider_payment_id = any($1) order by id`, ids)
+	if err != nil {
+		return nil, now, fmt.Errorf("reconciler store: payments of %d provider ids: %w", len(ids), err)
+	}
+	out, err := scanRows(rows)
+	if err != nil {
+		return nil, now, fmt.Errorf("reconciler store: payments of %d provider ids: %w", len(ids), err)
+	}
+	return out, now, nil
+}
