@@ -17,8 +17,8 @@ import (
 	"github.com/concordhq/concord/services/payment/charger"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/payment/paymentconsumer"
-	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
+	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 	"github.com/concordhq/concord/services/reconciler/repair"
 )

@@ -28,11 +28,11 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/internal/sagaevent"
-	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
+	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/reconciler"
-	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 	"github.com/concordhq/concord/services/reconciler/reconcilerprovider"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 )
 
 func main() { kit.Main("reconciler", run) }

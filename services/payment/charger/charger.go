@@ -24,8 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concordhq/concord/services/payment"
-	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
+	"github.com/concordhq/concord/services/payment/paymentstore"
 )
 
 // Gateway is the part of the provider gateway the charger uses.

@@ -25,8 +25,8 @@ import (
 
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/charger"
-	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
+	"github.com/concordhq/concord/services/payment/paymentstore"
 )
 
 // MaxWebhookBody bounds a delivery; Stripe's events are far smaller.

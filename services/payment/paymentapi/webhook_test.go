@@ -21,8 +21,8 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/paymentapi"
-	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
+	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/providersim"
 )
 

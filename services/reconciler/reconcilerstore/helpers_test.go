@@ -14,12 +14,12 @@ import (
 
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
-	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
+	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/providersim"
 	"github.com/concordhq/concord/services/reconciler"
-	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 	"github.com/concordhq/concord/services/reconciler/reconcilerprovider"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 )
 
 // newDB is a fresh payments database with the payment, outbox and

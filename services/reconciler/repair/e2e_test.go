@@ -23,13 +23,13 @@ import (
 	"github.com/concordhq/concord/services/order"
 	"github.com/concordhq/concord/services/order/orderconsumer"
 	"github.com/concordhq/concord/services/order/orderstore"
-	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
+	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/providersim"
 	"github.com/concordhq/concord/services/reconciler"
+	"github.com/concordhq/concord/services/reconciler/reconcilerprovider"
 	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 	"github.com/concordhq/concord/services/reconciler/repair"
-	"github.com/concordhq/concord/services/reconciler/reconcilerprovider"
 )
 
 // TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms is the whole chain
