@@ -12,7 +12,7 @@ BIN := $(CURDIR)/bin
 # Loads the stack's addresses into the recipe's environment.
 STACK := set -a; . $(CURDIR)/.local/stack.env; set +a;
 
-.PHONY: help build up down status test test-unit lint demo bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check
+.PHONY: help build up down status test test-unit lint generate demo bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -34,9 +34,13 @@ down: ## stop the local stack (data kept under .local/)
 status: ## say whether the local stack runs
 	@infra/local/status
 
-lint: ## gofmt and go vet over every module
+lint: ## gofmt, go vet, and the generated event contract is fresh
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS)
+	cd schemas/contract && go run ../internal/contractgen -check -out contract_gen.go
+
+generate: ## regenerate schemas/contract from schemas/events
+	go generate ./schemas/...
 
 test: lint schema-check up ## lint, schema review, start the stack, run every test with -race
 	$(STACK) go test $(GOTEST_FLAGS) $(PKGS)

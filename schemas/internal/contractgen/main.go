@@ -1,0 +1,51 @@
+// Command contractgen writes package contract (schemas/contract) from the
+// event catalog: one constant per event type, one struct per (type, version)
+// with the schema's data fields, typed enums, and the Avro twin where the
+// type is Avro-encoded. go generate runs it; `contractgen -check` (make lint)
+// fails when the checked-in file differs from what it would write.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/concordhq/concord/schemas"
+)
+
+func main() {
+	out := flag.String("out", "contract_gen.go", "file to write")
+	check := flag.Bool("check", false, "compare with -out instead of writing it; exit 1 when stale")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: contractgen [-check] [-out file]\n\nGenerates the typed event contract from schemas/events.")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	cat, err := schemas.Default()
+	if err != nil {
+		fail(err)
+	}
+	src, err := Generate(cat)
+	if err != nil {
+		fail(err)
+	}
+	if *check {
+		have, err := os.ReadFile(*out)
+		if err != nil {
+			fail(err)
+		}
+		if !bytes.Equal(have, src) {
+			fail(fmt.Errorf("%s is stale: run `go generate ./schemas/...` and commit the result", *out))
+		}
+		return
+	}
+	if err := os.WriteFile(*out, src, 0o644); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "contractgen:", err)
+	os.Exit(1)
+}
