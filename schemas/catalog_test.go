@@ -41,7 +41,7 @@ func TestEveryExampleValidates(t *testing.T) {
 func TestSagaEventTypesAreInTheCatalog(t *testing.T) {
 	cat := schemas.MustDefault()
 	want := map[string][]int{
-		"order.created": {1, 2}, "inventory.reserved": {1}, "inventory.rejected": {1},
+		"order.created": {1, 2, 3}, "inventory.reserved": {1, 2}, "inventory.rejected": {1},
 		"inventory.released": {1}, "payment.processed": {1}, "payment.failed": {1},
 		"order.confirmed": {1}, "order.cancelled": {1},
 	}

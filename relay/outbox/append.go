@@ -11,47 +11,65 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concordhq/concord/schemas"
+	"github.com/concordhq/concord/schemas/contract"
 )
 
 // NotifyChannel is the LISTEN/NOTIFY channel Append signals on commit, so a
 // relay wakes as soon as rows are visible instead of waiting for its poll.
 const NotifyChannel = "concord_outbox"
 
-// Event is what a service hands to Append. The envelope fields the service
-// does not decide (event id, timestamp, topic, key) are filled in by Append.
+// Event is what a service hands to Append: a generated payload of
+// schemas/contract, which names the event type, version, topic and partition
+// key, and the envelope fields the payload does not decide. Append fills the
+// rest (event id, timestamp, aggregate type).
 type Event struct {
-	Type          string            // catalog event type, e.g. "order.created"
-	Version       int               // 0 means the catalog's latest version
-	AggregateType string            // "" means the catalog's aggregate type for Type
-	Topic         string            // "" means the catalog's topic; set it to route to a prefixed topic (tests, side-by-side runs)
+	Payload       contract.Payload
 	AggregateID   string            // "" means the partition key
 	CorrelationID string            // "" means the aggregate id (the saga is the aggregate's)
 	CausationID   string            // event id of the event that caused this one, if any
-	Data          any               // marshalled to JSON; json.RawMessage passes through
 	Headers       map[string]string // extra record headers (e.g. traceparent)
 }
 
+// CausedBy is the event with payload p caused by cause: it carries cause's
+// correlation id and names cause as its causation, which is how a handler
+// emits the next step of a saga.
+func CausedBy(cause schemas.Envelope, p contract.Payload) Event {
+	return Event{Payload: p, CorrelationID: cause.CorrelationID, CausationID: cause.EventID}
+}
+
 // ErrInvalidEvent wraps every error Append returns for an event the catalog
-// refuses (unknown type or version, payload failing its schema, missing key).
-// Schema failures also unwrap to *schemas.ValidationError.
+// refuses (no payload, unknown type or version, payload failing its schema,
+// missing key). Schema failures also unwrap to *schemas.ValidationError.
 var ErrInvalidEvent = errors.New("invalid event")
 
+// Writer appends events to the outbox table. Its zero value routes each
+// event to its catalog topic; a TopicPrefix keeps tests and side-by-side
+// runs apart on a shared broker. It is a value: copy it freely.
+type Writer struct {
+	// TopicPrefix is put before every catalog topic ("" in production).
+	TopicPrefix string
+}
+
+// Append is Writer{}.Append: the event goes to its catalog topic.
+func Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelope, error) {
+	return Writer{}.Append(ctx, tx, ev)
+}
+
 // Append validates ev against the schema catalog, fills event_id (UUIDv7),
-// timestamp, aggregate_type, topic and partition key (from the catalog,
-// unless the event names them), inserts the
-// row with tx and NOTIFYs the relay (delivered when tx commits).
+// timestamp, aggregate_type, topic and partition key, inserts the row with
+// tx and NOTIFYs the relay (delivered when tx commits).
 //
 // An invalid event is a programming error: Append returns an error wrapping
 // ErrInvalidEvent and the caller must roll back, so the business change
 // never commits without its event. Any error leaves tx unusable for further
 // statements only if the database said so (a failed insert aborts it).
-func Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelope, error) {
-	env, rec, err := Prepare(ev)
+func (w Writer) Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelope, error) {
+	env, rec, err := w.Prepare(ev)
 	if err != nil {
 		return schemas.Envelope{}, err
 	}
 	if _, err := tx.Exec(ctx, insertSQL, rec.args()...); err != nil {
-		return schemas.Envelope{}, fmt.Errorf("outbox append %s event %s: %w", ev.Type, env.EventID, err)
+		return schemas.Envelope{}, fmt.Errorf("outbox append %s event %s: %w", rec.EventType, env.EventID, err)
 	}
 	if _, err := tx.Exec(ctx, notifySQL, NotifyChannel); err != nil {
 		return schemas.Envelope{}, fmt.Errorf("outbox notify for event %s: %w", env.EventID, err)
@@ -94,47 +112,37 @@ var Columns = []string{"event_id", "aggregate_type", "aggregate_id", "partition_
 // Values returns the record's column values in Columns order.
 func (r Record) Values() []any { return r.args() }
 
+// Prepare is Writer{}.Prepare.
+func Prepare(ev Event) (schemas.Envelope, Record, error) { return Writer{}.Prepare(ev) }
+
 // Prepare builds and validates the envelope of ev and the outbox row that
 // carries it, without touching the database.
-func Prepare(ev Event) (schemas.Envelope, Record, error) {
-	cat, err := schemas.Default()
+func (w Writer) Prepare(ev Event) (schemas.Envelope, Record, error) {
+	if ev.Payload == nil {
+		return schemas.Envelope{}, Record{}, fmt.Errorf("%w: no payload", ErrInvalidEvent)
+	}
+	typ, version := ev.Payload.EventType(), ev.Payload.EventVersion()
+	if !typ.Known() {
+		return schemas.Envelope{}, Record{}, fmt.Errorf("%w: %w %q", ErrInvalidEvent, schemas.ErrUnknownType, typ)
+	}
+	key := ev.Payload.PartitionKey()
+	if key == "" {
+		return schemas.Envelope{}, Record{}, fmt.Errorf("%w: %s has an empty partition key", ErrInvalidEvent, typ)
+	}
+	data, err := json.Marshal(ev.Payload)
 	if err != nil {
-		return schemas.Envelope{}, Record{}, fmt.Errorf("schema catalog: %w", err)
-	}
-	entry, err := cat.Lookup(ev.Type)
-	if err != nil {
-		return schemas.Envelope{}, Record{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
-	}
-	version := ev.Version
-	if version == 0 {
-		version = entry.Latest()
-	}
-	var data json.RawMessage
-	switch d := ev.Data.(type) {
-	case json.RawMessage:
-		data = d
-	default:
-		if data, err = json.Marshal(d); err != nil {
-			return schemas.Envelope{}, Record{}, fmt.Errorf("%w: %s data: %w", ErrInvalidEvent, ev.Type, err)
-		}
-	}
-	key, err := entry.PartitionKey(data)
-	if err != nil {
-		return schemas.Envelope{}, Record{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+		return schemas.Envelope{}, Record{}, fmt.Errorf("%w: %s data: %w", ErrInvalidEvent, typ, err)
 	}
 	env := schemas.Envelope{
 		EventID:       schemas.NewEventID(),
-		EventType:     ev.Type,
+		EventType:     string(typ),
 		EventVersion:  version,
 		Timestamp:     time.Now().UTC(),
-		AggregateType: ev.AggregateType,
+		AggregateType: typ.AggregateType(),
 		AggregateID:   ev.AggregateID,
 		CorrelationID: ev.CorrelationID,
 		CausationID:   ev.CausationID,
 		Data:          data,
-	}
-	if env.AggregateType == "" {
-		env.AggregateType = entry.AggregateType
 	}
 	if env.AggregateID == "" {
 		env.AggregateID = key
@@ -142,15 +150,15 @@ func Prepare(ev Event) (schemas.Envelope, Record, error) {
 	if env.CorrelationID == "" {
 		env.CorrelationID = env.AggregateID
 	}
-	topic := ev.Topic
-	if topic == "" {
-		topic = entry.Topic
-	}
 	payload, err := env.Marshal()
 	if err != nil {
 		return schemas.Envelope{}, Record{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	if err := cat.ValidateAs(ev.Type, version, payload); err != nil {
+	cat, err := schemas.Default()
+	if err != nil {
+		return schemas.Envelope{}, Record{}, fmt.Errorf("schema catalog: %w", err)
+	}
+	if err := cat.ValidateAs(env.EventType, version, payload); err != nil {
 		return schemas.Envelope{}, Record{}, fmt.Errorf("%w: event %s: %w", ErrInvalidEvent, env.EventID, err)
 	}
 	return env, Record{
@@ -159,8 +167,8 @@ func Prepare(ev Event) (schemas.Envelope, Record, error) {
 		AggregateID:   env.AggregateID,
 		PartitionKey:  key,
 		KeyHash:       KeyHash(key),
-		Topic:         topic,
-		EventType:     ev.Type,
+		Topic:         w.TopicPrefix + typ.Topic(),
+		EventType:     env.EventType,
 		EventVersion:  version,
 		Payload:       payload,
 		Headers:       ev.Headers,

@@ -14,12 +14,14 @@ import (
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
+	"github.com/concordhq/concord/schemas/contract"
 )
 
-func orderCreated(orderID string, seq int) map[string]any {
-	return map[string]any{
-		"order_id": orderID, "customer_id": "cus_1", "currency": "EUR", "total_amount": 100,
-		"items": []map[string]any{{"sku": "SKU-1", "quantity": 1, "unit_price": 100}}, "seq": seq,
+// orderCreated is an order.created whose total_amount carries seq.
+func orderCreated(orderID string, seq int) contract.OrderCreatedV2 {
+	return contract.OrderCreatedV2{
+		OrderID: orderID, CustomerID: "cus_1", Currency: "EUR", TotalAmount: int64(seq),
+		Items: []contract.OrderCreatedV2Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 100}},
 	}
 }
 
@@ -46,7 +48,7 @@ func TestAppendFillsTheEnvelopeFromTheCatalog(t *testing.T) {
 	var env schemas.Envelope
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		env, err = outbox.Append(ctx, tx, outbox.Event{Type: "order.created", Data: orderCreated(orderID, 1),
+		env, err = outbox.Append(ctx, tx, outbox.Event{Payload: orderCreated(orderID, 1),
 			Headers: map[string]string{schemas.HeaderTraceparent: "00-abc-def-01"}})
 		return err
 	})
@@ -91,12 +93,12 @@ func TestAppendOfASchemaInvalidEventRollsBackTheBusinessChange(t *testing.T) {
 	ctx := context.Background()
 	orderID := uuid.NewString()
 	bad := orderCreated(orderID, 1)
-	bad["currency"] = "euro" // pattern ^[A-Z]{3}$
+	bad.Currency = "euro" // pattern ^[A-Z]{3}$
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "insert into orders (id) values ($1)", orderID); err != nil {
 			return err
 		}
-		_, err := outbox.Append(ctx, tx, outbox.Event{Type: "order.created", Data: bad})
+		_, err := outbox.Append(ctx, tx, outbox.Event{Payload: bad})
 		return err
 	})
 	var ve *schemas.ValidationError
@@ -115,15 +117,28 @@ func TestAppendOfASchemaInvalidEventRollsBackTheBusinessChange(t *testing.T) {
 	}
 }
 
+// Payloads from outside the generated contract: what a hand-written type
+// might claim.
+type teleported struct{}
+
+func (teleported) EventType() contract.Type { return "order.teleported" }
+func (teleported) EventVersion() int        { return 1 }
+func (teleported) PartitionKey() string     { return "x" }
+
+type orderCreatedV9 struct{ contract.OrderCreatedV2 }
+
+func (orderCreatedV9) EventVersion() int { return 9 }
+
 func TestAppendRefusesUnknownTypesAndMissingKeys(t *testing.T) {
 	cases := []struct {
 		name string
 		ev   outbox.Event
 	}{
-		{"unknown type", outbox.Event{Type: "order.teleported", Data: map[string]any{"order_id": "x"}}},
-		{"unknown version", outbox.Event{Type: "order.created", Version: 9, Data: orderCreated(uuid.NewString(), 1)}},
-		{"no key field", outbox.Event{Type: "order.created", Data: map[string]any{"customer_id": "c"}}},
-		{"data not an object", outbox.Event{Type: "order.created", Data: json.RawMessage(`[1]`)}},
+		{"no payload", outbox.Event{}},
+		{"unknown type", outbox.Event{Payload: teleported{}}},
+		{"unknown version", outbox.Event{Payload: orderCreatedV9{orderCreated(uuid.NewString(), 1)}}},
+		{"no key", outbox.Event{Payload: contract.OrderCreatedV2{CustomerID: "c"}}},
+		{"data not valid", outbox.Event{Payload: contract.OrderCancelledV1{OrderID: "not-a-uuid", Reason: "r"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -147,7 +162,7 @@ func TestAppendNotifiesTheRelayOnCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := outbox.Append(ctx, tx, outbox.Event{Type: "order.created", Data: orderCreated(uuid.NewString(), 1)})
+		_, err := outbox.Append(ctx, tx, outbox.Event{Payload: orderCreated(uuid.NewString(), 1)})
 		return err
 	})
 	if err != nil {
@@ -166,7 +181,7 @@ func TestRetryAndSkipOnlyTouchParkedRows(t *testing.T) {
 	}
 	var env schemas.Envelope
 	_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-		env, err = outbox.Append(ctx, tx, outbox.Event{Type: "order.created", Data: orderCreated(uuid.NewString(), 1)})
+		env, err = outbox.Append(ctx, tx, outbox.Event{Payload: orderCreated(uuid.NewString(), 1)})
 		return err
 	})
 	var id int64
@@ -200,16 +215,16 @@ func TestRetryAndSkipOnlyTouchParkedRows(t *testing.T) {
 }
 
 // Saga events of other prefixes belong to the order aggregate: the catalog,
-// not the type's prefix, decides, and the event may route to another topic.
-func TestAppendTakesTheAggregateTypeFromTheCatalogAndHonoursATopicOverride(t *testing.T) {
+// not the type's prefix, decides; a Writer's prefix routes to another topic.
+func TestAppendTakesTheAggregateTypeFromTheCatalogAndHonoursATopicPrefix(t *testing.T) {
 	pool := newDB(t)
 	ctx := context.Background()
 	orderID := uuid.NewString()
 	var env schemas.Envelope
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		env, err = outbox.Append(ctx, tx, outbox.Event{Type: "payment.processed", Topic: "run42.payment-events", Data: map[string]any{
-			"order_id": orderID, "payment_id": "pay_1", "provider_payment_id": "pi_1", "amount": 100, "currency": "EUR"}})
+		env, err = outbox.Writer{TopicPrefix: "run42."}.Append(ctx, tx, outbox.Event{Payload: contract.PaymentProcessedV1{
+			OrderID: orderID, PaymentID: "pay_1", ProviderPaymentID: "pi_1", Amount: 100, Currency: "EUR"}})
 		return err
 	})
 	if err != nil {
@@ -220,6 +235,6 @@ func TestAppendTakesTheAggregateTypeFromTheCatalogAndHonoursATopicOverride(t *te
 	}
 	var topic string
 	if err := pool.QueryRow(ctx, `select topic from outbox where event_id = $1`, env.EventID).Scan(&topic); err != nil || topic != "run42.payment-events" {
-		t.Fatalf("topic %q (%v), want the override", topic, err)
+		t.Fatalf("topic %q (%v), want the prefixed catalog topic", topic, err)
 	}
 }

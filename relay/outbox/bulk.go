@@ -17,8 +17,8 @@ const notifySQL = "select pg_notify($1, '')"
 // it validates ev and queues its insert and the relay's NOTIFY on b, so the
 // event costs no round trip of its own. Send b in the transaction of the
 // change the event reports.
-func Queue(b *pgx.Batch, ev Event) (schemas.Envelope, error) {
-	env, rec, err := Prepare(ev)
+func (w Writer) Queue(b *pgx.Batch, ev Event) (schemas.Envelope, error) {
+	env, rec, err := w.Prepare(ev)
 	if err != nil {
 		return schemas.Envelope{}, err
 	}
@@ -27,20 +27,39 @@ func Queue(b *pgx.Batch, ev Event) (schemas.Envelope, error) {
 	return env, nil
 }
 
-// Buffer collects events and writes them with one COPY. Append costs two
+// Emitter is what a unit of work emits its events through: a consumer's
+// handler gets one from the runner (idempotent.Runner), which writes what
+// was emitted in the handler's transaction before it commits, so no event
+// can be forgotten while the change it reports commits.
+type Emitter interface {
+	// Emit validates ev (an invalid event is an error wrapping
+	// ErrInvalidEvent: return it, the change rolls back) and keeps it for
+	// the transaction.
+	Emit(ev Event) (schemas.Envelope, error)
+}
+
+// Buffer collects events and writes them with one COPY; it is the Emitter
+// a consumer runner hands its handlers. Append costs two
 // round trips per event (the insert and the NOTIFY); a consumer batch whose
 // events each emit one spends most of its time there.
 //
-// Add validates each event as Append does, so an invalid event fails where
-// it is made. Rows keep their Add order, and with it the relay's per-key
+// Emit validates each event as Append does, so an invalid event fails where
+// it is made. Rows keep their Emit order, and with it the relay's per-key
 // order. A Buffer is not safe for concurrent use.
 type Buffer struct {
+	w    Writer
 	recs []Record
 }
 
-// Add validates ev and keeps its row for Flush.
-func (b *Buffer) Add(ev Event) (schemas.Envelope, error) {
-	env, rec, err := Prepare(ev)
+// NewBuffer returns an empty Buffer whose events w routes.
+func (w Writer) NewBuffer() *Buffer { return &Buffer{w: w} }
+
+// Len is the number of events kept for Flush.
+func (b *Buffer) Len() int { return len(b.recs) }
+
+// Emit validates ev and keeps its row for Flush.
+func (b *Buffer) Emit(ev Event) (schemas.Envelope, error) {
+	env, rec, err := b.w.Prepare(ev)
 	if err != nil {
 		return schemas.Envelope{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/schemas/contract"
 )
 
 // A buffered batch and a queued batch land as Append would write them: in
@@ -20,18 +21,18 @@ func TestBufferAndQueueWriteInOrderWithTheTransaction(t *testing.T) {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var buf outbox.Buffer
 		for seq := 1; seq <= 3; seq++ {
-			if _, err := buf.Add(outbox.Event{Type: "order.created", Data: orderCreated(orderID, seq)}); err != nil {
+			if _, err := buf.Emit(outbox.Event{Payload: orderCreated(orderID, seq)}); err != nil {
 				return err
 			}
 		}
-		if _, err := buf.Add(outbox.Event{Type: "order.created", Data: map[string]any{"order_id": orderID}}); !errors.Is(err, outbox.ErrInvalidEvent) {
+		if _, err := buf.Emit(outbox.Event{Payload: contract.OrderCreatedV2{OrderID: orderID}}); !errors.Is(err, outbox.ErrInvalidEvent) {
 			t.Fatalf("invalid event added: %v", err)
 		}
 		if err := buf.Flush(ctx, tx); err != nil {
 			return err
 		}
 		var b pgx.Batch
-		if _, err := outbox.Queue(&b, outbox.Event{Type: "order.created", Data: orderCreated(orderID, 4)}); err != nil {
+		if _, err := (outbox.Writer{}).Queue(&b, outbox.Event{Payload: orderCreated(orderID, 4)}); err != nil {
 			return err
 		}
 		return tx.SendBatch(ctx, &b).Close()
@@ -39,7 +40,7 @@ func TestBufferAndQueueWriteInOrderWithTheTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := pool.Query(ctx, `select (payload::jsonb #>> '{data,seq}')::int from outbox where partition_key = $1 order by id`, orderID)
+	rows, err := pool.Query(ctx, `select (payload::jsonb #>> '{data,total_amount}')::int from outbox where partition_key = $1 order by id`, orderID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestBufferAndQueueWriteInOrderWithTheTransaction(t *testing.T) {
 	// Without the transaction's commit nothing lands.
 	_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var buf outbox.Buffer
-		if _, err := buf.Add(outbox.Event{Type: "order.created", Data: orderCreated(orderID, 5)}); err != nil {
+		if _, err := buf.Emit(outbox.Event{Payload: orderCreated(orderID, 5)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := buf.Flush(ctx, tx); err != nil {

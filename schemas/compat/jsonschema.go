@@ -84,12 +84,17 @@ func isEmpty(s any) bool {
 		return false
 	}
 	for k := range m {
-		if !annotation[k] {
+		if !isAnnotation(k) {
 			return false
 		}
 	}
 	return true
 }
+
+// isAnnotation reports whether a keyword only describes: the standard
+// annotations, and vendor extensions ("x-…", e.g. contractgen's
+// "x-go-type"), which validators ignore as Confluent's checker does.
+func isAnnotation(k string) bool { return annotation[k] || strings.HasPrefix(k, "x-") }
 
 // isFalse reports whether a schema rejects every value.
 func isFalse(s any) bool {
@@ -685,7 +690,7 @@ var modelled = map[string]bool{
 
 func (d *jsonDiff) opaque(o, n map[string]any, ptr string) {
 	for _, k := range sortedKeys(o, n) {
-		if annotation[k] || modelled[k] || isBound(k) {
+		if isAnnotation(k) || modelled[k] || isBound(k) {
 			continue
 		}
 		if compactOr(get(o, k)) != compactOr(get(n, k)) {

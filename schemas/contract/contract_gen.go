@@ -27,10 +27,10 @@ var entries = map[Type]entry{
 	TypeAccountDebited:        {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
 	TypeInventoryRejected:     {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 	TypeInventoryReleased:     {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeInventoryReserved:     {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryReserved:     {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 2},
 	TypeOrderCancelled:        {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 	TypeOrderConfirmed:        {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeOrderCreated:          {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 2},
+	TypeOrderCreated:          {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 3},
 	TypePaymentApplyCanceled:  {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 	TypePaymentApplySucceeded: {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 	TypePaymentFailed:         {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
@@ -115,6 +115,36 @@ func (InventoryReservedV1) EventVersion() int { return 1 }
 
 // PartitionKey is order_id, the catalog's key field.
 func (p InventoryReservedV1) PartitionKey() string { return p.OrderID }
+
+// InventoryReservedV2 is the data of inventory.reserved version 2 (events/inventory.reserved/v2.schema.json).
+type InventoryReservedV2 struct {
+	OrderID       string                    `json:"order_id"`
+	ReservationID string                    `json:"reservation_id"`
+	Items         []InventoryReservedV2Item `json:"items"`
+	// the order's total to charge, in minor units (cents). Declared without constraints: earlier versions left data open, so records already written may carry this name with any value (BACKWARD); producers write it typed (x-go-type).
+	Amount *int64 `json:"amount,omitempty"`
+	// ISO 4217 code of amount, e.g. EUR. Declared without constraints: earlier versions left data open, so records already written may carry this name with any value (BACKWARD); producers write it typed (x-go-type).
+	Currency string `json:"currency,omitempty"`
+	// the customer the order belongs to. Declared without constraints: earlier versions left data open, so records already written may carry this name with any value (BACKWARD); producers write it typed (x-go-type).
+	CustomerID string `json:"customer_id,omitempty"`
+	// the provider payment method to charge. Declared without constraints: earlier versions left data open, so records already written may carry this name with any value (BACKWARD); producers write it typed (x-go-type).
+	PaymentMethod string `json:"payment_method,omitempty"`
+}
+
+// InventoryReservedV2Item is a value of a field of InventoryReservedV2.
+type InventoryReservedV2Item struct {
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
+}
+
+// EventType is "inventory.reserved".
+func (InventoryReservedV2) EventType() Type { return TypeInventoryReserved }
+
+// EventVersion is 2.
+func (InventoryReservedV2) EventVersion() int { return 2 }
+
+// PartitionKey is order_id, the catalog's key field.
+func (p InventoryReservedV2) PartitionKey() string { return p.OrderID }
 
 // OrderCancelledV1 is the data of order.cancelled version 1 (events/order.cancelled/v1.schema.json).
 type OrderCancelledV1 struct {
@@ -211,6 +241,45 @@ func (OrderCreatedV2) EventVersion() int { return 2 }
 
 // PartitionKey is order_id, the catalog's key field.
 func (p OrderCreatedV2) PartitionKey() string { return p.OrderID }
+
+// OrderCreatedV3 is the data of order.created version 3 (events/order.created/v3.schema.json).
+type OrderCreatedV3 struct {
+	OrderID    string               `json:"order_id"`
+	CustomerID string               `json:"customer_id"`
+	Items      []OrderCreatedV3Item `json:"items"`
+	// minor units (cents)
+	TotalAmount     int64                          `json:"total_amount"`
+	Currency        string                         `json:"currency"`
+	ShippingAddress *OrderCreatedV3ShippingAddress `json:"shipping_address,omitempty"`
+	// the provider payment method to charge (a PaymentMethod id such as pm_card_visa). Declared without constraints: earlier versions left data open, so records already written may carry this name with any value (BACKWARD); producers write it typed (x-go-type).
+	PaymentMethod string `json:"payment_method,omitempty"`
+}
+
+// OrderCreatedV3Item is a value of a field of OrderCreatedV3.
+type OrderCreatedV3Item struct {
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
+	// minor units (cents)
+	UnitPrice int64 `json:"unit_price"`
+}
+
+// OrderCreatedV3ShippingAddress is a value of a field of OrderCreatedV3.
+type OrderCreatedV3ShippingAddress struct {
+	Line1      string `json:"line1"`
+	Line2      string `json:"line2,omitempty"`
+	City       string `json:"city"`
+	PostalCode string `json:"postal_code"`
+	Country    string `json:"country"`
+}
+
+// EventType is "order.created".
+func (OrderCreatedV3) EventType() Type { return TypeOrderCreated }
+
+// EventVersion is 3.
+func (OrderCreatedV3) EventVersion() int { return 3 }
+
+// PartitionKey is order_id, the catalog's key field.
+func (p OrderCreatedV3) PartitionKey() string { return p.OrderID }
 
 // PaymentApplyCanceledV1 is the data of payment.apply_canceled version 1 (events/payment.apply_canceled/v1.schema.json).
 type PaymentApplyCanceledV1 struct {

@@ -33,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/relay/internal/relaytest"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
 	"github.com/concordhq/concord/schemas"
@@ -213,9 +214,7 @@ func prepare(n, keys, size int, topic string) ([]outbox.Record, error) {
 	out := make([]outbox.Record, n)
 	for i := range out {
 		key := ks[i%keys]
-		data := map[string]any{"order_id": key, "customer_id": "cus_1", "currency": "EUR", "total_amount": 100,
-			"items": []map[string]any{{"sku": "SKU-1", "quantity": 1, "unit_price": 100}}, "seq": i / keys, "pad": strings.Repeat("x", pad)}
-		_, rec, err := outbox.Prepare(outbox.Event{Type: "order.created", Data: data})
+		_, rec, err := outbox.Prepare(outbox.Event{Payload: relaytest.Data(key, i/keys, pad)})
 		if err != nil {
 			return nil, err
 		}
@@ -370,7 +369,7 @@ func latency(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, topi
 	for i := range keys {
 		keys[i] = uuid.NewString()
 	}
-	pad := strings.Repeat("x", max(size-420, 0))
+	pad := max(size-420, 0)
 	jobs := make(chan int, total)
 	errc := make(chan error, 16)
 	var appenders sync.WaitGroup
@@ -381,9 +380,7 @@ func latency(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, topi
 			for i := range jobs {
 				key := keys[i%len(keys)]
 				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					data := map[string]any{"order_id": key, "customer_id": "cus_1", "currency": "EUR", "total_amount": 100,
-						"items": []map[string]any{{"sku": "SKU-1", "quantity": 1, "unit_price": 100}}, "seq": i, "pad": pad}
-					env, err := outbox.Append(ctx, tx, outbox.Event{Type: "order.created", Data: data})
+					env, err := outbox.Append(ctx, tx, outbox.Event{Payload: relaytest.Data(key, i, pad)})
 					if err != nil {
 						return err
 					}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/schemas/contract"
 )
 
 // Keys returns n distinct partition keys (order ids are UUIDs in the schema).
@@ -37,17 +38,14 @@ func Keys(n int) []string {
 	return out
 }
 
-// Data is an order.created payload with a per-key sequence number and
-// optional padding (data schemas are open, so extra fields validate).
-func Data(key string, seq int, pad int) map[string]any {
-	d := map[string]any{
-		"order_id": key, "customer_id": "cus_1", "currency": "EUR", "total_amount": 100,
-		"items": []map[string]any{{"sku": "SKU-1", "quantity": 1, "unit_price": 100}}, "seq": seq,
+// Data is an order.created payload whose total_amount carries a per-key
+// sequence number (what the checker reads) and whose customer id carries
+// pad bytes of padding.
+func Data(key string, seq int, pad int) contract.OrderCreatedV2 {
+	return contract.OrderCreatedV2{
+		OrderID: key, CustomerID: "cus_" + strings.Repeat("x", pad), Currency: "EUR", TotalAmount: int64(seq),
+		Items: []contract.OrderCreatedV2Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 100}},
 	}
-	if pad > 0 {
-		d["pad"] = strings.Repeat("x", pad)
-	}
-	return d
 }
 
 // Fill appends perKey events for every key, round-robin over the keys (so
@@ -76,7 +74,7 @@ func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey,
 	}
 	for seq := 1; seq <= perKey; seq++ {
 		for _, k := range keys {
-			_, rec, err := outbox.Prepare(outbox.Event{Type: "order.created", Data: Data(k, seq, pad)})
+			_, rec, err := outbox.Prepare(outbox.Event{Payload: Data(k, seq, pad)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +104,7 @@ func TryAppend(pool *pgxpool.Pool, topic, key string, seq, pad int) (int64, erro
 	ctx := context.Background()
 	var id int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		env, err := outbox.Append(ctx, tx, outbox.Event{Type: "order.created", Data: Data(key, seq, pad)})
+		env, err := outbox.Append(ctx, tx, outbox.Event{Payload: Data(key, seq, pad)})
 		if err != nil {
 			return err
 		}
@@ -252,7 +250,7 @@ func (c *Checker) Errors() []string {
 func (c *Checker) record(r *kgo.Record) {
 	var env struct {
 		Data struct {
-			Seq int `json:"seq"`
+			Seq int `json:"total_amount"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(r.Value, &env); err != nil {
@@ -312,7 +310,7 @@ func (c *Checker) Summary(keys []string, perKey int) string {
 // comparison with Checker.Seen.
 func Published(t testing.TB, pool *pgxpool.Pool) map[string]map[int]bool {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `select partition_key, (payload->'data'->>'seq')::int
+	rows, err := pool.Query(context.Background(), `select partition_key, (payload->'data'->>'total_amount')::int
 		from outbox where published_at is not null`)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,10 @@ type node struct {
 	Required    []string `json:"required"`
 	Properties  props    `json:"properties"`
 	Items       *node    `json:"items"`
+	// GoType types a property the schema leaves unconstrained (an
+	// annotation: "x-go-type": "int64"), for fields a BACKWARD change could
+	// only declare with an empty schema.
+	GoType string `json:"x-go-type"`
 }
 
 // props keeps the properties of an object schema in the file's order, so
@@ -220,6 +224,15 @@ func (g *gen) goType(name string, n *node, required bool, parent string) (string
 			return t
 		}
 		return "*" + t
+	}
+	switch n.GoType {
+	case "":
+	case "string":
+		return "string", nil, nil
+	case "int64", "float64", "bool":
+		return ptr(n.GoType), nil, nil
+	default:
+		return "", nil, fmt.Errorf("x-go-type %q: want string, int64, float64 or bool", n.GoType)
 	}
 	switch n.typ() {
 	case "string":
