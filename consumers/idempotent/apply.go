@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/relay/outbox"
 )
 
 // batchResult is what one committed batch did.
@@ -85,6 +87,7 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 	var dead []deadLetter
 	var batch []Event // for a BatchHandler: the new events, in order
 	var batchRecs []decoded
+	out := r.cfg.Outbox.NewBuffer() // every handler's events, written before the commit
 	for _, d := range recs {
 		switch {
 		case d.reason != "":
@@ -97,7 +100,7 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 				batchRecs = append(batchRecs, d)
 				continue
 			}
-			if herr := r.handle(ctx, tx, d.ev); herr != nil {
+			if herr := r.handle(ctx, tx, d.ev, out); herr != nil {
 				if Classify(herr) == PermanentFailure {
 					return res, errNeedSavepoints
 				}
@@ -108,12 +111,18 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 		}
 	}
 	if len(batch) > 0 {
-		if herr := r.handleBatch(ctx, tx, batch); herr != nil {
+		if herr := r.handleBatch(ctx, tx, batch, out); herr != nil {
 			if Classify(herr) == PermanentFailure {
 				return res, errNeedSavepoints
 			}
 			return res, batchErr(batchRecs, herr)
 		}
+	}
+	if err := out.Flush(ctx, tx); err != nil {
+		if Classify(err) == PermanentFailure {
+			return res, errNeedSavepoints
+		}
+		return res, err
 	}
 	return r.finish(ctx, tx, recs, dead, res)
 }
@@ -146,7 +155,12 @@ func (r *Runner) applyCareful(ctx context.Context, recs []decoded) (res batchRes
 			}
 			continue
 		}
-		if herr := r.handleOne(ctx, sp, d.ev); herr != nil {
+		out := r.cfg.Outbox.NewBuffer()
+		herr := r.handleOne(ctx, sp, d.ev, out)
+		if herr == nil {
+			herr = out.Flush(ctx, sp) // in the savepoint: a dead letter's events go with it
+		}
+		if herr != nil {
 			// Undo the handler's partial effect and the dedupe row, so
 			// that a fixed handler applies the event when it is replayed.
 			if err := sp.Rollback(ctx); err != nil {
@@ -241,24 +255,24 @@ func (r *Runner) recordAll(ctx context.Context, tx pgx.Tx, recs []decoded) (map[
 // handle calls the handler, turning a panic into a permanent error so one
 // bad event cannot crash-loop the consumer; the stack goes into the error,
 // and so into dead_letters.
-func (r *Runner) handle(ctx context.Context, tx pgx.Tx, ev Event) (err error) {
+func (r *Runner) handle(ctx context.Context, tx pgx.Tx, ev Event, out outbox.Emitter) (err error) {
 	defer recoverHandler(&err)
-	return r.cfg.Handler(ctx, tx, ev)
+	return r.cfg.Handler(ctx, tx, ev, out)
 }
 
 // handleBatch calls the BatchHandler with the new events of a batch.
-func (r *Runner) handleBatch(ctx context.Context, tx pgx.Tx, evs []Event) (err error) {
+func (r *Runner) handleBatch(ctx context.Context, tx pgx.Tx, evs []Event, out outbox.Emitter) (err error) {
 	defer recoverHandler(&err)
-	return r.cfg.BatchHandler(ctx, tx, evs)
+	return r.cfg.BatchHandler(ctx, tx, evs, out)
 }
 
 // handleOne applies one event with whichever handler is configured; the
 // careful path uses it to find the event a BatchHandler failed on.
-func (r *Runner) handleOne(ctx context.Context, tx pgx.Tx, ev Event) error {
+func (r *Runner) handleOne(ctx context.Context, tx pgx.Tx, ev Event, out outbox.Emitter) error {
 	if r.cfg.BatchHandler != nil {
-		return r.handleBatch(ctx, tx, []Event{ev})
+		return r.handleBatch(ctx, tx, []Event{ev}, out)
 	}
-	return r.handle(ctx, tx, ev)
+	return r.handle(ctx, tx, ev, out)
 }
 
 func recoverHandler(err *error) {

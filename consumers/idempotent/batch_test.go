@@ -10,6 +10,7 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/outbox"
 )
 
 // TestBatchHandlerPermanentFailureDeadLettersOnlyThatEvent protects the
@@ -35,7 +36,7 @@ func TestBatchHandlerPermanentFailureDeadLettersOnlyThatEvent(t *testing.T) {
 	produce(t, k.Client(t), recs...)
 
 	var calls, largest int // only the runner's goroutine of the single partition touches them before stop
-	handler := func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error {
+	handler := func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, _ outbox.Emitter) error {
 		calls++
 		largest = max(largest, len(evs))
 		var b pgx.Batch
@@ -76,8 +77,8 @@ func TestBatchHandlerPermanentFailureDeadLettersOnlyThatEvent(t *testing.T) {
 
 func TestConfigTakesHandlerOrBatchHandler(t *testing.T) {
 	pool := testkit.NewPool(t)
-	one := func(context.Context, pgx.Tx, idempotent.Event) error { return nil }
-	many := func(context.Context, pgx.Tx, []idempotent.Event) error { return nil }
+	one := func(context.Context, pgx.Tx, idempotent.Event, outbox.Emitter) error { return nil }
+	many := func(context.Context, pgx.Tx, []idempotent.Event, outbox.Emitter) error { return nil }
 	for _, tc := range []struct {
 		name    string
 		h       idempotent.Handler

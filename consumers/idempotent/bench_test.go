@@ -18,6 +18,7 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
 )
 
@@ -114,7 +115,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 		}
 		return d.Seq, nil
 	}
-	batchHandler := func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error {
+	batchHandler := func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, _ outbox.Emitter) error {
 		var bt pgx.Batch
 		for _, ev := range evs {
 			seq, err := seqOf(ev)
@@ -125,7 +126,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 		}
 		return tx.SendBatch(ctx, &bt).Close()
 	}
-	perEvent := func(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
+	perEvent := func(ctx context.Context, tx pgx.Tx, ev idempotent.Event, _ outbox.Emitter) error {
 		seq, err := seqOf(ev)
 		if err != nil {
 			return err

@@ -12,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
+	"github.com/concordhq/concord/schemas/contract"
 )
 
 // Defaults of the tuning knobs of Config.
@@ -57,7 +59,13 @@ type Config struct {
 	// handler call: an event that changes nothing cannot change anything
 	// twice. Its offset is committed like any other. Empty: every type is
 	// handled, recorded and validated.
-	Types []string
+	Types []contract.Type
+
+	// Outbox routes the events handlers emit (its TopicPrefix keeps tests
+	// and side-by-side runs apart); the zero value uses catalog topics.
+	// Emitted events are written to the outbox table of Pool's database in
+	// the handler's transaction.
+	Outbox outbox.Writer
 
 	// MaxConcurrentPartitions bounds how many partitions apply a batch at
 	// the same time, i.e. how many pool connections the runner holds.

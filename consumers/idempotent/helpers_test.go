@@ -17,6 +17,7 @@ import (
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
 )
 
@@ -33,7 +34,7 @@ const effectsDDL = `CREATE TABLE effects (
     "offset" bigint NOT NULL)`
 
 // insertEffect is the handler of most tests: one row per application.
-func insertEffect(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
+func insertEffect(ctx context.Context, tx pgx.Tx, ev idempotent.Event, _ outbox.Emitter) error {
 	var d struct {
 		Seq int `json:"seq"`
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/outbox"
 )
 
 func TestPoisonRecordsAreDeadLetteredAndThePartitionContinues(t *testing.T) {
@@ -125,8 +126,8 @@ func TestHandlerPermanentFailureRollsBackOnlyThatEvent(t *testing.T) {
 		recs = append(recs, record(topic, "k", id, v))
 	}
 	produce(t, cl, recs...)
-	handler := func(ctx context.Context, tx pgxTx, ev idempotent.Event) error {
-		if err := insertEffect(ctx, tx, ev); err != nil {
+	handler := func(ctx context.Context, tx pgxTx, ev idempotent.Event, out outbox.Emitter) error {
+		if err := insertEffect(ctx, tx, ev, out); err != nil {
 			return err
 		}
 		if ev.EventID == bad { // wrote its effect, then fails

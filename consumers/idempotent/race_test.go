@@ -11,6 +11,7 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
 )
 
@@ -59,7 +60,7 @@ func TestConcurrentDeliveriesOfOneEventHaveOneEffect(t *testing.T) {
 			}
 		}
 	}
-	handler := func(ctx context.Context, tx pgx.Tx, ev Event) error {
+	handler := func(ctx context.Context, tx pgx.Tx, ev Event, _ outbox.Emitter) error {
 		inHandler <- struct{}{}
 		if err := otherArrived(ctx); err != nil {
 			return err

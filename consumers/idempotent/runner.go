@@ -49,7 +49,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if len(cfg.Types) > 0 {
 		handles = make(map[string]bool, len(cfg.Types))
 		for _, t := range cfg.Types {
-			handles[t] = true
+			handles[string(t)] = true
 		}
 	}
 	return &Runner{

@@ -11,6 +11,7 @@ import (
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/schemas"
+	"github.com/concordhq/concord/schemas/contract"
 )
 
 // A consumer that acts on some types of a shared topic acknowledges the
@@ -42,7 +43,7 @@ func TestTypesTheHandlerIgnoresAreOnlyAcknowledged(t *testing.T) {
 
 	group := testkit.UniqueName(t, "g")
 	r := start(t, idempotent.Config{Group: group, Topics: []string{topic}, Pool: pool, Kafka: kafkaConfig(k),
-		Handler: insertEffect, Types: []string{"order.created"}})
+		Handler: insertEffect, Types: []contract.Type{contract.TypeOrderCreated}})
 	eventually(t, 60*time.Second, "offsets committed to the end", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -17,6 +17,7 @@ import (
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
 )
 
@@ -45,7 +46,7 @@ func newFixture(t *testing.T, partitions int32) *fixture {
 	return f
 }
 
-func (f *fixture) handler(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
+func (f *fixture) handler(ctx context.Context, tx pgx.Tx, ev idempotent.Event, _ outbox.Emitter) error {
 	var d struct {
 		Bad bool `json:"bad"`
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/relay/outbox"
 )
 
 func main() {
@@ -55,7 +56,7 @@ func run(ctx context.Context, _ []string) error {
 	return r.Run(ctx)
 }
 
-func insertEffect(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
+func insertEffect(ctx context.Context, tx pgx.Tx, ev idempotent.Event, _ outbox.Emitter) error {
 	var d struct {
 		Seq int `json:"seq"`
 	}
