@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/concordhq/concord/schemas/contract"
 )
 
 // Status is an order's state.
@@ -45,12 +47,12 @@ type Signal string
 
 // Signals, named after the events that carry them.
 const (
-	InventoryReserved Signal = "inventory.reserved"
-	InventoryRejected Signal = "inventory.rejected"
-	InventoryReleased Signal = "inventory.released"
-	PaymentProcessed  Signal = "payment.processed"
-	PaymentFailed     Signal = "payment.failed"
-	TimedOut          Signal = "timeout"
+	InventoryReserved = Signal(contract.TypeInventoryReserved)
+	InventoryRejected = Signal(contract.TypeInventoryRejected)
+	InventoryReleased = Signal(contract.TypeInventoryReleased)
+	PaymentProcessed  = Signal(contract.TypePaymentProcessed)
+	PaymentFailed     = Signal(contract.TypePaymentFailed)
+	TimedOut          = Signal("timeout")
 )
 
 // Cancellation reasons.

@@ -9,6 +9,8 @@ package payment
 import (
 	"errors"
 	"fmt"
+
+	"github.com/concordhq/concord/schemas/contract"
 )
 
 // Status is a payment's state in our record.
@@ -97,15 +99,15 @@ func Decide(from, to Status) (Decision, error) {
 	return 0, fmt.Errorf("%w: %q → %q", ErrInvalidTransition, from, to)
 }
 
-// EventType is the event a transition into status emits.
-func EventType(to Status) string {
+// EventType is the event a transition into status emits ("" for none).
+func EventType(to Status) contract.Type {
 	switch to {
 	case StatusPaid:
-		return "payment.processed"
+		return contract.TypePaymentProcessed
 	case StatusFailed:
-		return "payment.failed"
+		return contract.TypePaymentFailed
 	case StatusRefunded:
-		return "payment.refunded"
+		return contract.TypePaymentRefunded
 	}
 	return ""
 }

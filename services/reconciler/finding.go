@@ -1,6 +1,10 @@
 package reconciler
 
-import "time"
+import (
+	"time"
+
+	"github.com/concordhq/concord/schemas/contract"
+)
 
 // Finding is one recorded drift, as stored in reconciliation_findings. At
 // most one finding per payment and kind is open (unresolved) at a time.
@@ -54,4 +58,22 @@ type RepairCommandData struct {
 	ExpectedLocalStatus    string    `json:"expected_local_status"`
 	ObservedProviderStatus string    `json:"observed_provider_status"`
 	DetectedAt             time.Time `json:"detected_at"`
+}
+
+// Payload is c as the event of command cmd; ok is false for a command
+// the contract does not know.
+func (c RepairCommandData) Payload(cmd Command) (p contract.Payload, ok bool) {
+	switch contract.Type(cmd) {
+	case contract.TypePaymentApplySucceeded:
+		return contract.PaymentApplySucceededV1{PaymentID: c.PaymentID, OrderID: c.OrderID, ProviderPaymentID: c.ProviderPaymentID,
+			FindingID: c.FindingID, Kind: string(c.Kind), DetectedAt: c.DetectedAt,
+			ExpectedLocalStatus:    contract.PaymentApplySucceededV1ExpectedLocalStatus(c.ExpectedLocalStatus),
+			ObservedProviderStatus: contract.PaymentApplySucceededV1ObservedProviderStatus(c.ObservedProviderStatus)}, true
+	case contract.TypePaymentApplyCanceled:
+		return contract.PaymentApplyCanceledV1{PaymentID: c.PaymentID, OrderID: c.OrderID, ProviderPaymentID: c.ProviderPaymentID,
+			FindingID: c.FindingID, Kind: string(c.Kind), DetectedAt: c.DetectedAt,
+			ExpectedLocalStatus:    contract.PaymentApplyCanceledV1ExpectedLocalStatus(c.ExpectedLocalStatus),
+			ObservedProviderStatus: contract.PaymentApplyCanceledV1ObservedProviderStatus(c.ObservedProviderStatus)}, true
+	}
+	return nil, false
 }

@@ -10,7 +10,11 @@
 // reconciler/repair (the payment-commands handler payment-svc runs).
 package reconciler
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/concordhq/concord/schemas/contract"
+)
 
 // Verdict is what the reconciler concluded about one payment.
 type Verdict string
@@ -122,10 +126,10 @@ type Command string
 const (
 	// CommandApplySucceeded asks payment-svc to move a pending payment to
 	// paid through its canonical writer.
-	CommandApplySucceeded Command = "payment.apply_succeeded"
+	CommandApplySucceeded = Command(contract.TypePaymentApplySucceeded)
 	// CommandApplyCanceled asks payment-svc to move a pending payment to
 	// failed (the provider canceled or declined it).
-	CommandApplyCanceled Command = "payment.apply_canceled"
+	CommandApplyCanceled = Command(contract.TypePaymentApplyCanceled)
 )
 
 // Sentinel errors callers branch on; returned errors wrap them with %w.

@@ -19,7 +19,7 @@ func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "inventory-svc", Summary: "Concord inventory service: stock, reservations, saga participant.",
 		DatabaseEnv: "INVENTORY_DATABASE_URL", DefaultAddr: ":8082",
-		Topics: inventoryconsumer.Topics, Handlers: inventoryconsumer.Handlers(), BatchHandler: inventoryconsumer.BatchHandler(), Migrate: inventorystore.Migrate,
+		Topics: inventoryconsumer.Topics, Types: inventoryconsumer.Types, BatchHandler: inventoryconsumer.BatchHandler(), Migrate: inventorystore.Migrate,
 		// One partition at a time: a batch locks the stock rows of every
 		// SKU it touches (most of a small hot set) until it commits, so
 		// batches of different partitions would only queue behind each

@@ -13,6 +13,7 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/internal/svc"
 	"github.com/concordhq/concord/services/payment/charger"
 	"github.com/concordhq/concord/services/payment/paymentapi"
@@ -29,11 +30,15 @@ func run(ctx context.Context, args []string) error {
 	var apiKey, baseURL, secret *string
 	var timeout, recheck, lease *time.Duration
 	var concurrency *int
-	mux := handlers()
+	var mux idempotent.Mux
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
 		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
-		Topics: append(append([]string{}, paymentconsumer.Topics...), repair.Topic), Handlers: mux, BatchHandler: paymentconsumer.BatchHandler(mux), Migrate: migrate,
+		Topics: append(append([]string{}, paymentconsumer.Topics...), repair.Topic),
+		Types:  append(append([]contract.Type{}, paymentconsumer.Types...), repair.Types...),
+		// The handlers are registered in Setup, which has the service's
+		// outbox writer, before the consumer starts.
+		BatchHandler: paymentconsumer.BatchHandler(&mux), Migrate: migrate,
 		// Every provider answer (up to --provider-concurrency at once) and
 		// every webhook records itself in a transaction of its own; with
 		// the default 16 they queued for connections behind each other.
@@ -50,6 +55,10 @@ func run(ctx context.Context, args []string) error {
 				"provider calls in flight (each waits out the provider's answer, so the charge rate is about this divided by the provider's latency)")
 		},
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
+			// The saga's events plus the reconciler's repair commands,
+			// which resolve their findings in the consumer's transaction.
+			paymentconsumer.Register(&mux)
+			repair.Register(&mux, env.Outbox)
 			if err := kit.Require("provider-api-key", *apiKey, "webhook-secret", *secret); err != nil {
 				return nil, kit.UsageError{Err: err}
 			}
@@ -57,12 +66,12 @@ func run(ctx context.Context, args []string) error {
 			if err != nil {
 				return nil, err
 			}
-			ch, err := charger.New(charger.Config{Pool: env.Pool, Gateway: gw, Log: env.Log, Concurrency: *concurrency,
+			ch, err := charger.New(charger.Config{Pool: env.Pool, Outbox: env.Outbox, Gateway: gw, Log: env.Log, Concurrency: *concurrency,
 				Lease: *lease, RecheckAfter: *recheck, Registerer: env.Ops.Registry})
 			if err != nil {
 				return nil, err
 			}
-			wh, err := paymentapi.NewWebhook(env.Pool, *secret, env.Log, env.Ops.Registry)
+			wh, err := paymentapi.NewWebhook(env.Pool, env.Outbox, *secret, env.Log, env.Ops.Registry)
 			if err != nil {
 				return nil, err
 			}
@@ -71,16 +80,6 @@ func run(ctx context.Context, args []string) error {
 			return []func(context.Context) error{ch.Run}, nil
 		},
 	})
-}
-
-// handlers are the saga's events plus the reconciler's repair commands,
-// which resolve their findings in the consumer's transaction.
-func handlers() idempotent.Mux {
-	h := paymentconsumer.Handlers()
-	for typ, f := range repair.Handlers() {
-		h[typ] = f
-	}
-	return h
 }
 
 // migrate applies the payments schema, then the reconciler's tables: the

@@ -27,7 +27,6 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
-	"github.com/concordhq/concord/services/internal/sagaevent"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/reconciler"
@@ -172,6 +171,10 @@ func (c *common) open(ctx context.Context, cmd string) (*deps, error) {
 		}
 	}
 	d.store = reconcilerstore.New(d.pool)
+	if c.prefix != nil {
+		// Commands land where a side-by-side payment-svc consumes them.
+		d.store.Outbox = outbox.Writer{TopicPrefix: *c.prefix}
+	}
 	return d, nil
 }
 
@@ -206,9 +209,6 @@ func runCommand(ctx context.Context, cmd string, args []string, out io.Writer) e
 		return err
 	}
 	defer d.pool.Close()
-	if c.prefix != nil {
-		ctx = sagaevent.WithTopicPrefix(ctx, *c.prefix)
-	}
 	switch cmd {
 	case "status":
 		st, err := d.store.Status(ctx)

@@ -26,7 +26,7 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
-	"github.com/concordhq/concord/services/internal/sagaevent"
+	"github.com/concordhq/concord/schemas/contract"
 )
 
 // Spec is what makes one service different from another.
@@ -36,13 +36,13 @@ type Spec struct {
 	DatabaseEnv string // environment variable of the database URL
 	DefaultAddr string // default --http-addr
 	Topics      []string
-	// Handlers are the service's per-event handlers. Their types are the
-	// ones it acts on (idempotent.Config.Types): the consumed topics carry
-	// others, which are acknowledged without a dedupe row.
-	Handlers idempotent.Mux
-	// BatchHandler, when set, applies a batch of the Handlers' types in one
-	// call (see idempotent.BatchHandler). Default:
-	// sagaevent.BatchHandler(Handlers).
+	// Types are the event types the service acts on
+	// (idempotent.Config.Types): the consumed topics carry others, which
+	// are acknowledged without a dedupe row.
+	Types []contract.Type
+	// BatchHandler applies a consumer batch in one call (see
+	// idempotent.BatchHandler); the events it emits are written with one
+	// COPY per batch.
 	BatchHandler idempotent.BatchHandler
 	Migrate      func(ctx context.Context, pool *pgxpool.Pool) error
 	// Flags registers the service's own flags before parsing.
@@ -60,12 +60,13 @@ type Spec struct {
 type Env struct {
 	Pool *pgxpool.Pool
 	Ops  *kit.OpsServer
-	// API is where Setup mounts the service's endpoints. Its requests run
-	// under the service's topic prefix, like the consumer and workers.
-	API         *http.ServeMux
-	Log         *slog.Logger
-	Kafka       kit.KafkaConfig
-	TopicPrefix string
+	// API is where Setup mounts the service's endpoints.
+	API   *http.ServeMux
+	Log   *slog.Logger
+	Kafka kit.KafkaConfig
+	// Outbox appends events under the service's topic prefix, like the
+	// consumer's handlers; hand it to whatever appends outside them.
+	Outbox outbox.Writer
 }
 
 // Run parses args, starts everything and blocks until ctx is done
@@ -111,8 +112,6 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	if err != nil {
 		return kit.UsageError{Err: err}
 	}
-	ctx = sagaevent.WithTopicPrefix(ctx, *prefix)
-
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	pool, err := newPool(startCtx, *dbURL, int32(*maxConns))
@@ -143,25 +142,17 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		ops.Mux.HandleFunc("/debug/pprof/", pprof.Index)
 		ops.Mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
-	env := &Env{Pool: pool, Ops: ops, API: http.NewServeMux(), Log: log, Kafka: kcfg, TopicPrefix: *prefix}
+	events := outbox.Writer{TopicPrefix: *prefix}
+	env := &Env{Pool: pool, Ops: ops, API: http.NewServeMux(), Log: log, Kafka: kcfg, Outbox: events}
 	workers, err := spec.Setup(ctx, env)
 	if err != nil {
 		return err
 	}
-	// Requests get their context from the server, not from ctx; give them
-	// the topic prefix so events they append land where the consumers read.
-	ops.Mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		env.API.ServeHTTP(w, r.WithContext(sagaevent.WithTopicPrefix(r.Context(), *prefix)))
-	}))
+	ops.Mux.Handle("/", env.API)
 	rcfg := idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
+		BatchHandler: spec.BatchHandler, Types: spec.Types, Outbox: events,
 		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace,
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
-	// Handlers run as one batch call so the events they append are written
-	// with one COPY per batch rather than two round trips each.
-	rcfg.BatchHandler, rcfg.Types = spec.BatchHandler, spec.Handlers.Types()
-	if rcfg.BatchHandler == nil {
-		rcfg.BatchHandler = sagaevent.BatchHandler(spec.Handlers)
-	}
 	runner, err := idempotent.NewRunner(rcfg)
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 	"github.com/concordhq/concord/infra/pgmigrate"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
-	"github.com/concordhq/concord/services/internal/sagaevent"
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/inventory"
 )
 
@@ -91,8 +91,8 @@ type ReserveRequest struct {
 // Reserve reserves every line of an order or none, inside tx, and appends
 // inventory.reserved or inventory.rejected; see ApplyBatch. A second call
 // for the same order does nothing and returns the existing status.
-func Reserve(ctx context.Context, tx pgx.Tx, r ReserveRequest) (inventory.Status, error) {
-	out, err := ApplyBatch(ctx, tx, []Op{{Reserve: &r}})
+func Reserve(ctx context.Context, tx pgx.Tx, events outbox.Emitter, r ReserveRequest) (inventory.Status, error) {
+	out, err := ApplyBatch(ctx, tx, events, []Op{{Reserve: &r}})
 	if err != nil {
 		return "", err
 	}
@@ -103,8 +103,8 @@ func Reserve(ctx context.Context, tx pgx.Tx, r ReserveRequest) (inventory.Status
 // guarded by the reservation's status (see inventory.Decide). A release
 // appends inventory.released with reason. An order with no reservation
 // (its order.created was never seen or it was rejected) is left alone.
-func Apply(ctx context.Context, tx pgx.Tx, orderID string, a inventory.Action, reason, causationID string) (bool, error) {
-	out, err := ApplyBatch(ctx, tx, []Op{{OrderID: orderID, Action: a, Reason: reason, CausationID: causationID}})
+func Apply(ctx context.Context, tx pgx.Tx, events outbox.Emitter, orderID string, a inventory.Action, reason, causationID string) (bool, error) {
+	out, err := ApplyBatch(ctx, tx, events, []Op{{OrderID: orderID, Action: a, Reason: reason, CausationID: causationID}})
 	if err != nil {
 		return false, err
 	}
@@ -139,9 +139,9 @@ type reservation struct {
 	dirty  bool   // an existing row whose status changed
 }
 
-// ApplyBatch applies ops in order inside tx and appends their events
-// (inventory.reserved / rejected / released) through sagaevent.Append, so
-// a caller that buffers them writes them all at once.
+// ApplyBatch applies ops in order inside tx and emits their events
+// (inventory.reserved / rejected / released) through events, which the
+// caller writes in tx (the consumer's runner does).
 //
 // A consumer batch used to cost three round trips per event, each holding
 // hot stock rows locked while waiting for the next; the service spent its
@@ -156,7 +156,7 @@ type reservation struct {
 // goes negative (the table's checks would refuse it anyway), and each op
 // sees what the earlier ones of the batch left, as if they had run one by
 // one. A reservation's status still guards its commit and release.
-func ApplyBatch(ctx context.Context, tx pgx.Tx, ops []Op) ([]Outcome, error) {
+func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op) ([]Outcome, error) {
 	// Normalize each reservation's lines first; collect the orders named.
 	reserveLines := make([][]inventory.Line, len(ops))
 	var orderIDs []string
@@ -252,14 +252,17 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, ops []Op) ([]Outcome, error) {
 			out[i].Status = res.status
 			ev := outbox.Event{AggregateID: r.OrderID, CorrelationID: r.OrderID, CausationID: r.CausationID}
 			if len(short) > 0 {
-				ev.Type = "inventory.rejected"
-				ev.Data = map[string]any{"order_id": r.OrderID, "reason": res.reason, "skus": short}
+				ev.Payload = contract.InventoryRejectedV1{OrderID: r.OrderID, Reason: res.reason, SKUs: short}
 			} else {
-				ev.Type = "inventory.reserved"
-				ev.Data = map[string]any{"order_id": r.OrderID, "reservation_id": res.id, "items": lines,
-					"amount": r.Amount, "currency": r.Currency, "customer_id": r.CustomerID, "payment_method": r.PaymentMethod}
+				items := make([]contract.InventoryReservedV2Item, len(lines))
+				for i, l := range lines {
+					items[i] = contract.InventoryReservedV2Item(l)
+				}
+				amount := r.Amount
+				ev.Payload = contract.InventoryReservedV2{OrderID: r.OrderID, ReservationID: res.id, Items: items,
+					Amount: &amount, Currency: r.Currency, CustomerID: r.CustomerID, PaymentMethod: r.PaymentMethod}
 			}
-			if _, err := sagaevent.Append(ctx, tx, ev); err != nil {
+			if _, err := events.Emit(ev); err != nil {
 				return nil, fmt.Errorf("order %s: %w", r.OrderID, err)
 			}
 			continue
@@ -285,8 +288,8 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, ops []Op) ([]Outcome, error) {
 		}
 		out[i].Changed = true
 		if next == inventory.StatusReleased {
-			_, err := sagaevent.Append(ctx, tx, outbox.Event{Type: "inventory.released", AggregateID: op.OrderID, CorrelationID: op.OrderID,
-				CausationID: op.CausationID, Data: map[string]any{"order_id": op.OrderID, "reservation_id": res.id, "reason": op.Reason}})
+			_, err := events.Emit(outbox.Event{AggregateID: op.OrderID, CorrelationID: op.OrderID, CausationID: op.CausationID,
+				Payload: contract.InventoryReleasedV1{OrderID: op.OrderID, ReservationID: res.id, Reason: op.Reason}})
 			if err != nil {
 				return nil, fmt.Errorf("order %s: %w", op.OrderID, err)
 			}

@@ -36,9 +36,11 @@ func TestConcurrentReservationsNeverOversellAndAreAllOrNothing(t *testing.T) {
 			}
 			var st inventory.Status
 			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-				st, err = inventorystore.Reserve(ctx, tx, inventorystore.ReserveRequest{OrderID: fmt.Sprintf("00000000-0000-7000-8000-%012d", i),
-					Lines: lines, Amount: 1, Currency: "EUR"})
-				return err
+				return outbox.Writer{}.Emitting(ctx, tx, func(out outbox.Emitter) (err error) {
+					st, err = inventorystore.Reserve(ctx, tx, out, inventorystore.ReserveRequest{OrderID: fmt.Sprintf("00000000-0000-7000-8000-%012d", i),
+						Lines: lines, Amount: 1, Currency: "EUR"})
+					return err
+				})
 			})
 			if err != nil {
 				t.Error(err)
@@ -63,7 +65,7 @@ func TestConcurrentReservationsNeverOversellAndAreAllOrNothing(t *testing.T) {
 	}
 	// A duplicate order.created for a held order changes nothing.
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := inventorystore.Reserve(ctx, tx, inventorystore.ReserveRequest{OrderID: "00000000-0000-7000-8000-000000000000",
+		_, err := inventorystore.Reserve(ctx, tx, (&outbox.Buffer{}), inventorystore.ReserveRequest{OrderID: "00000000-0000-7000-8000-000000000000",
 			Lines: []inventory.Line{{SKU: "B", Quantity: 2}}, Amount: 1, Currency: "EUR"})
 		return err
 	})
@@ -97,7 +99,13 @@ func TestApplyBatchDecidesInOrder(t *testing.T) {
 	ab := []inventory.Line{{SKU: "B", Quantity: 1}, {SKU: "A", Quantity: 1}}
 	var out []inventorystore.Outcome
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-		out, err = inventorystore.ApplyBatch(ctx, tx, []inventorystore.Op{
+		buf := outbox.Writer{}.NewBuffer()
+		defer func() {
+			if err == nil {
+				err = buf.Flush(ctx, tx)
+			}
+		}()
+		out, err = inventorystore.ApplyBatch(ctx, tx, buf, []inventorystore.Op{
 			reserve(1, ab...), // HELD: A 1/1
 			reserve(2, ab...), // HELD: A 0/2
 			reserve(3, ab...), // REJECTED: no A left, takes no B either
@@ -150,7 +158,7 @@ func TestApplyBatchDecidesInOrder(t *testing.T) {
 
 	// A later batch sees the committed row: releasing it returns the stock.
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-		out, err = inventorystore.ApplyBatch(ctx, tx, []inventorystore.Op{act(1, inventory.Release, "order_cancelled"), act(4, inventory.Commit, "")})
+		out, err = inventorystore.ApplyBatch(ctx, tx, (&outbox.Buffer{}), []inventorystore.Op{act(1, inventory.Release, "order_cancelled"), act(4, inventory.Commit, "")})
 		return err
 	})
 	if err != nil {

@@ -4,73 +4,81 @@ package orderconsumer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concordhq/concord/consumers/idempotent"
-	"github.com/concordhq/concord/services/internal/sagaevent"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/order"
 	"github.com/concordhq/concord/services/order/orderstore"
 )
 
 // Topics the order service consumes (before any prefix).
-var Topics = []string{"inventory-events", "payment-events"}
+var Topics = []string{contract.TypeInventoryReserved.Topic(), contract.TypePaymentProcessed.Topic()}
 
-type orderRef struct {
-	OrderID string `json:"order_id"`
-	Reason  string `json:"reason"`
-}
+// Types the order service acts on; the runner acknowledges the others of
+// its topics without a transaction.
+var Types = []contract.Type{contract.TypeInventoryReserved, contract.TypeInventoryRejected,
+	contract.TypeInventoryReleased, contract.TypePaymentProcessed}
 
-// signals maps each consumed event type to the order signal it carries
-// and the cancellation reason it gives.
-var signals = map[string]struct {
-	sig    order.Signal
-	reason func(orderRef) string
-}{
-	"inventory.reserved": {order.InventoryReserved, func(orderRef) string { return "" }},
-	"inventory.rejected": {order.InventoryRejected, func(orderRef) string { return order.ReasonOutOfStock }},
-	"inventory.released": {order.InventoryReleased, func(d orderRef) string {
-		if d.Reason == "" || d.Reason == "order_cancelled" {
-			return "cancelled"
+// signalOf reads the signal ev carries; ok is false for event types the
+// order service does not consume. A payload that cannot be decoded or
+// names no valid order id is a permanent error of that event: it is
+// dead-lettered.
+func signalOf(ev idempotent.Event) (s orderstore.Signal, ok bool, err error) {
+	var orderID, reason string
+	var sig order.Signal
+	switch ev.Type() {
+	case contract.TypeInventoryReserved:
+		d, err := idempotent.Decode[contract.InventoryReservedV2](ev)
+		if err != nil {
+			return s, false, err
 		}
-		return d.Reason
-	}},
-	"payment.processed": {order.PaymentProcessed, func(orderRef) string { return "" }},
-}
-
-// decode reads the signal ev carries; ok is false for event types the
-// order service does not consume. A payload that is not JSON or names no
-// valid order id is a permanent error of that event: it is dead-lettered.
-func decode(ev idempotent.Event) (s orderstore.Signal, ok bool, err error) {
-	h, ok := signals[ev.EventType]
-	if !ok {
+		orderID, sig = d.OrderID, order.InventoryReserved
+	case contract.TypeInventoryRejected:
+		d, err := idempotent.Decode[contract.InventoryRejectedV1](ev)
+		if err != nil {
+			return s, false, err
+		}
+		orderID, sig, reason = d.OrderID, order.InventoryRejected, order.ReasonOutOfStock
+	case contract.TypeInventoryReleased:
+		d, err := idempotent.Decode[contract.InventoryReleasedV1](ev)
+		if err != nil {
+			return s, false, err
+		}
+		orderID, sig, reason = d.OrderID, order.InventoryReleased, d.Reason
+		if reason == "" || reason == "order_cancelled" {
+			reason = "cancelled"
+		}
+	case contract.TypePaymentProcessed:
+		d, err := idempotent.Decode[contract.PaymentProcessedV1](ev)
+		if err != nil {
+			return s, false, err
+		}
+		orderID, sig = d.OrderID, order.PaymentProcessed
+	default:
 		return s, false, nil
 	}
-	var d orderRef
-	if err := json.Unmarshal(ev.Data, &d); err != nil {
-		return s, false, idempotent.Permanent(fmt.Errorf("event %s (%s): %w", ev.EventID, ev.EventType, err))
+	if err := uuid.Validate(orderID); err != nil {
+		return s, false, idempotent.Permanent(fmt.Errorf("event %s (%s): order id %q: %w", ev.EventID, ev.EventType, orderID, err))
 	}
-	if err := uuid.Validate(d.OrderID); err != nil {
-		return s, false, idempotent.Permanent(fmt.Errorf("event %s (%s): order id %q: %w", ev.EventID, ev.EventType, d.OrderID, err))
-	}
-	return orderstore.Signal{OrderID: d.OrderID, Signal: h.sig, Reason: h.reason(d), EventID: ev.EventID}, true, nil
+	return orderstore.Signal{OrderID: orderID, Signal: sig, Reason: reason, EventID: ev.EventID}, true, nil
 }
 
 // BatchHandler applies a consumer batch with one orderstore.ApplyBatch call
-// (two round trips however many events) and writes the events it appends
-// with one COPY. Events of types the service does not consume are skipped,
-// as Handlers' Mux does; signals for orders this deployment does not have
+// (two round trips however many events); the events it emits are written
+// by the runner with one COPY. Events of types the service does not
+// consume are skipped; signals for orders this deployment does not have
 // (another deployment on the same topics) change nothing and are not worth
-// a dead letter. When the runner redoes a failed batch one event at a time,
-// each call decides and buffers on its own.
+// a dead letter.
 func BatchHandler() idempotent.BatchHandler {
-	return func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error {
+	return func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, out outbox.Emitter) error {
 		sigs := make([]orderstore.Signal, 0, len(evs))
 		for _, ev := range evs {
-			s, ok, err := decode(ev)
+			s, ok, err := signalOf(ev)
 			if err != nil {
 				return err
 			}
@@ -81,28 +89,20 @@ func BatchHandler() idempotent.BatchHandler {
 		if len(sigs) == 0 {
 			return nil
 		}
-		ctx, buf := sagaevent.WithBuffer(ctx)
-		if _, err := orderstore.ApplyBatch(ctx, tx, sigs); err != nil {
-			return err
-		}
-		return buf.Flush(ctx, tx)
+		_, err := orderstore.ApplyBatch(ctx, tx, out, sigs)
+		return err
 	}
 }
 
-// Handlers maps each consumed event type to a handler that applies its
-// signal alone, for a runner with a per-event Handler. The service itself
-// runs BatchHandler, which gives the same outcome for a whole batch.
-func Handlers() idempotent.Mux {
-	mux := make(idempotent.Mux, len(signals))
-	for typ := range signals {
-		mux[typ] = func(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
-			s, _, err := decode(ev)
-			if err != nil {
-				return err
-			}
-			_, err = orderstore.ApplyBatch(ctx, tx, []orderstore.Signal{s})
+// Handler applies one event's signal alone, for a runner with a per-event
+// Handler; it gives the same outcome as BatchHandler for a batch of one.
+func Handler() idempotent.Handler {
+	return func(ctx context.Context, tx pgx.Tx, ev idempotent.Event, out outbox.Emitter) error {
+		s, ok, err := signalOf(ev)
+		if err != nil || !ok {
 			return err
 		}
+		_, err = orderstore.ApplyBatch(ctx, tx, out, []orderstore.Signal{s})
+		return err
 	}
-	return mux
 }

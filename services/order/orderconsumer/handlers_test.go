@@ -28,7 +28,9 @@ func event(typ, data string) idempotent.Event {
 }
 
 func handle(ctx context.Context, pool *pgxpool.Pool, evs ...idempotent.Event) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return orderconsumer.BatchHandler()(ctx, tx, evs) })
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return outbox.Writer{}.Emitting(ctx, tx, func(out outbox.Emitter) error { return orderconsumer.BatchHandler()(ctx, tx, evs, out) })
+	})
 }
 
 // A batch is applied as a whole; events of types the order service does

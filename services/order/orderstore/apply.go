@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/concordhq/concord/relay/outbox"
-	"github.com/concordhq/concord/services/internal/sagaevent"
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/order"
 )
 
@@ -34,24 +34,24 @@ type Outcome struct {
 
 // Apply moves an order by one saga signal inside tx; it is ApplyBatch of
 // one signal, and an order that does not exist is ErrNotFound.
-func Apply(ctx context.Context, tx pgx.Tx, orderID string, sig order.Signal, reason, eventID string) (changed bool, err error) {
-	out, err := ApplyBatch(ctx, tx, []Signal{{OrderID: orderID, Signal: sig, Reason: reason, EventID: eventID}})
+func Apply(ctx context.Context, tx pgx.Tx, out outbox.Emitter, orderID string, sig order.Signal, reason, eventID string) (changed bool, err error) {
+	res, err := ApplyBatch(ctx, tx, out, []Signal{{OrderID: orderID, Signal: sig, Reason: reason, EventID: eventID}})
 	if err != nil {
 		return false, err
 	}
-	if !out[0].Found {
+	if !res[0].Found {
 		return false, fmt.Errorf("order %s (%s event %s): %w", orderID, sig, eventID, ErrNotFound)
 	}
-	return out[0].Changed, nil
+	return res[0].Changed, nil
 }
 
 // ApplyBatch applies sigs in order inside tx (the consumer's transaction,
 // which also records the events as processed) and returns what each did.
 // Signals for orders that do not exist are skipped. Every change writes a
 // history row; when an order reaches CONFIRMED or CANCELLED it appends
-// order.confirmed / order.cancelled through sagaevent.Append, caused by
-// the signal's event (the sweeper's timeout has no cause), so a caller
-// that buffers them writes them all at once.
+// order.confirmed / order.cancelled through events, caused by the
+// signal's event (the sweeper's timeout has no cause); the caller writes
+// what events collected in tx (the consumer's runner does).
 //
 // The consumer is on the saga's hot path and PostgreSQL's CPU is what
 // limits it: applying events one by one cost two round trips per event
@@ -65,7 +65,7 @@ func Apply(ctx context.Context, tx pgx.Tx, orderID string, sig order.Signal, rea
 // stay locked until commit, so the fold sees what applying the signals
 // one at a time would have seen, and an order that moves twice in a batch
 // (RESERVED, then CONFIRMED) ends as it would have.
-func ApplyBatch(ctx context.Context, tx pgx.Tx, sigs []Signal) ([]Outcome, error) {
+func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, sigs []Signal) ([]Outcome, error) {
 	out := make([]Outcome, len(sigs))
 	if len(sigs) == 0 {
 		return out, nil
@@ -93,7 +93,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, sigs []Signal) ([]Outcome, error
 
 	var changed []string // order ids, in the order they first changed
 	var history []historyRow
-	var events []outbox.Event
+	var terminal []outbox.Event
 	for i, s := range sigs {
 		id := keys[i]
 		o, ok := orders[id]
@@ -116,7 +116,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, sigs []Signal) ([]Outcome, error
 		out[i].Changed = true
 		history = append(history, historyRow{orderID: id, status: next, reason: reason, eventID: s.EventID, eventType: string(s.Signal)})
 		if ev, ok := terminalEvent(id, o, s); ok {
-			events = append(events, ev)
+			terminal = append(terminal, ev)
 		}
 	}
 	if len(changed) == 0 {
@@ -125,8 +125,8 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, sigs []Signal) ([]Outcome, error
 	if err := writeChanges(ctx, tx, orders, changed, history); err != nil {
 		return nil, err
 	}
-	for _, ev := range events {
-		if _, err := sagaevent.Append(ctx, tx, ev); err != nil {
+	for _, ev := range terminal {
+		if _, err := events.Emit(ev); err != nil {
 			return nil, fmt.Errorf("order %s: %w", ev.AggregateID, err)
 		}
 	}
@@ -176,9 +176,10 @@ func terminalEvent(id string, o *orderState, s Signal) (outbox.Event, bool) {
 	var ev outbox.Event
 	switch o.status {
 	case order.StatusConfirmed:
-		ev = outbox.Event{Type: "order.confirmed", Data: map[string]any{"order_id": id, "total_amount": o.total, "currency": o.currency}}
+		total := o.total
+		ev = outbox.Event{Payload: contract.OrderConfirmedV1{OrderID: id, TotalAmount: &total, Currency: o.currency}}
 	case order.StatusCancelled:
-		ev = outbox.Event{Type: "order.cancelled", Data: map[string]any{"order_id": id, "reason": o.reason}}
+		ev = outbox.Event{Payload: contract.OrderCancelledV1{OrderID: id, Reason: o.reason}}
 	default:
 		return ev, false
 	}

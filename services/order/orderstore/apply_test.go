@@ -14,7 +14,6 @@ import (
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
-	"github.com/concordhq/concord/services/internal/sagaevent"
 	"github.com/concordhq/concord/services/order"
 	"github.com/concordhq/concord/services/order/orderstore"
 )
@@ -46,8 +45,8 @@ func newOrders(t *testing.T) *pgxpool.Pool {
 // appends.
 func applyBatch(ctx context.Context, pool *pgxpool.Pool, sigs []orderstore.Signal) (out []orderstore.Outcome, err error) {
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		ctx, buf := sagaevent.WithBuffer(ctx)
-		if out, err = orderstore.ApplyBatch(ctx, tx, sigs); err != nil {
+		buf := outbox.Writer{}.NewBuffer()
+		if out, err = orderstore.ApplyBatch(ctx, tx, buf, sigs); err != nil {
 			return err
 		}
 		return buf.Flush(ctx, tx)
@@ -176,7 +175,7 @@ func TestApplyReportsAnOrderItDoesNotHave(t *testing.T) {
 	pool := newOrders(t)
 	ctx := context.Background()
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := orderstore.Apply(ctx, tx, unknown, order.PaymentProcessed, "", eventID(1))
+		_, err := orderstore.Apply(ctx, tx, (&outbox.Buffer{}), unknown, order.PaymentProcessed, "", eventID(1))
 		return err
 	})
 	if !errors.Is(err, orderstore.ErrNotFound) {

@@ -20,7 +20,7 @@ import (
 	"github.com/concordhq/concord/infra/pgmigrate"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
-	"github.com/concordhq/concord/services/internal/sagaevent"
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/order"
 )
 
@@ -69,7 +69,12 @@ type HistoryEntry struct {
 }
 
 // Store reads and writes orders.
-type Store struct{ Pool *pgxpool.Pool }
+type Store struct {
+	Pool *pgxpool.Pool
+	// Outbox routes the events the store appends (its topic prefix); the
+	// zero value uses the catalog's topics.
+	Outbox outbox.Writer
+}
 
 func requestHash(r order.Request) string {
 	b, _ := json.Marshal(r)
@@ -96,10 +101,14 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 	if req.ShippingAddress != nil {
 		addr, _ = json.Marshal(req.ShippingAddress)
 	}
-	data := map[string]any{"order_id": id, "customer_id": req.CustomerID, "items": req.Items,
-		"total_amount": req.Total(), "currency": req.Currency, "payment_method": req.PaymentMethod}
-	if req.ShippingAddress != nil {
-		data["shipping_address"] = req.ShippingAddress
+	ev := contract.OrderCreatedV3{OrderID: id, CustomerID: req.CustomerID, Items: make([]contract.OrderCreatedV3Item, len(req.Items)),
+		TotalAmount: req.Total(), Currency: req.Currency, PaymentMethod: req.PaymentMethod}
+	for i, it := range req.Items {
+		ev.Items[i] = contract.OrderCreatedV3Item(it)
+	}
+	if a := req.ShippingAddress; a != nil {
+		addr := contract.OrderCreatedV3ShippingAddress(*a)
+		ev.ShippingAddress = &addr
 	}
 	// A new order is one round trip: the order, its event and its history
 	// row go as one batch, which PostgreSQL runs as one implicit
@@ -118,11 +127,11 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 		// decoding) the JSON just written would only cost time.
 		return row.Scan(&o.CreatedAt, &o.UpdatedAt)
 	})
-	env, err := sagaevent.Queue(ctx, b, outbox.Event{Type: "order.created", Version: 2, AggregateID: id, CorrelationID: id, Data: data})
+	env, err := s.Outbox.Queue(b, outbox.Event{Payload: ev})
 	if err != nil {
 		return Order{}, false, fmt.Errorf("order %s: %w", id, err)
 	}
-	queueHistory(b, id, order.StatusPending, "", env.EventID, "order.created")
+	queueHistory(b, id, order.StatusPending, "", env.EventID, env.EventType)
 	err = s.Pool.SendBatch(ctx, b).Close()
 	var pe *pgconn.PgError
 	switch {
@@ -131,7 +140,7 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 		o.Items, o.ShippingAddress, o.PaymentMethod, o.Status = req.Items, req.ShippingAddress, req.PaymentMethod, order.StatusPending
 		// The history row's time is the transaction's now(), as is the
 		// order's created_at.
-		o.History = []HistoryEntry{{Status: order.StatusPending, EventType: "order.created", EventID: env.EventID, At: o.CreatedAt}}
+		o.History = []HistoryEntry{{Status: order.StatusPending, EventType: env.EventType, EventID: env.EventID, At: o.CreatedAt}}
 		return o, true, nil
 	case key != nil && errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "orders_idempotency_key_key":
 		var prevID, prevHash string
@@ -247,8 +256,8 @@ func (s *Store) CancelStuck(ctx context.Context, maxAge time.Duration, limit int
 		for i, id := range ids {
 			sigs[i] = Signal{OrderID: id, Signal: order.TimedOut, Reason: order.ReasonTimeout}
 		}
-		ctx, buf := sagaevent.WithBuffer(ctx)
-		out, err := ApplyBatch(ctx, tx, sigs)
+		buf := s.Outbox.NewBuffer()
+		out, err := ApplyBatch(ctx, tx, buf, sigs)
 		if err != nil {
 			return err
 		}

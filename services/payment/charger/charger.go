@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/payment/paymentstore"
@@ -37,7 +38,10 @@ type Gateway interface {
 
 // Config configures a Charger; zero values take the defaults named.
 type Config struct {
-	Pool    *pgxpool.Pool
+	Pool *pgxpool.Pool
+	// Outbox routes the events of the transitions the charger records
+	// (the service's topic prefix).
+	Outbox  outbox.Writer
 	Gateway Gateway
 	Log     *slog.Logger
 	// Concurrency bounds provider calls in flight (default 16).
@@ -265,7 +269,7 @@ func (c *Charger) record(ctx context.Context, p paymentstore.Payment, res paymen
 	if to == payment.StatusFailed {
 		o.Reason = cmp.Or(res.DeclineCode, string(res.Status))
 	}
-	_, err := paymentstore.RecordAlone(ctx, c.cfg.Pool, p.ID, o)
+	_, err := paymentstore.RecordAlone(ctx, c.cfg.Pool, c.cfg.Outbox, p.ID, o)
 	return err
 }
 
@@ -289,7 +293,7 @@ func (c *Charger) refund(ctx context.Context, p paymentstore.Payment) error {
 		if err := paymentstore.SetRefundID(ctx, tx, p.ID, r.ID); err != nil {
 			return err
 		}
-		_, err := paymentstore.MarkRefunded(ctx, tx, p.ID, "refunded", "refund:"+r.ID)
+		_, err := paymentstore.MarkRefunded(ctx, tx, c.cfg.Outbox, p.ID, "refunded", "refund:"+r.ID)
 		return err
 	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/charger"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
@@ -34,7 +35,9 @@ const MaxWebhookBody = 1 << 20
 
 // Webhook handles provider deliveries.
 type Webhook struct {
-	Pool   *pgxpool.Pool
+	Pool *pgxpool.Pool
+	// Outbox routes the events of the transitions webhooks cause.
+	Outbox outbox.Writer
 	Secret string
 	Log    *slog.Logger
 	// AfterApply, when set, is called after a delivery changed a payment
@@ -45,8 +48,8 @@ type Webhook struct {
 }
 
 // NewWebhook returns the handler, registering its metrics on reg if set.
-func NewWebhook(pool *pgxpool.Pool, secret string, log *slog.Logger, reg prometheus.Registerer) (*Webhook, error) {
-	w := &Webhook{Pool: pool, Secret: secret, Log: log,
+func NewWebhook(pool *pgxpool.Pool, events outbox.Writer, secret string, log *slog.Logger, reg prometheus.Registerer) (*Webhook, error) {
+	w := &Webhook{Pool: pool, Outbox: events, Secret: secret, Log: log,
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "payment_webhook_deliveries_total",
 			Help: "Webhook deliveries by result: applied, unchanged, duplicate, unknown_payment, bad_signature, error."}, []string{"result"})}
 	if reg != nil {
@@ -130,7 +133,7 @@ func (h *Webhook) apply(ctx context.Context, ev paymentprovider.Event, body []by
 		changed := false
 		var err error
 		if o.To != "" {
-			changed, err = paymentstore.Record(ctx, tx, p.ID, o)
+			changed, err = paymentstore.Record(ctx, tx, h.Outbox, p.ID, o)
 		} else {
 			// processing: nothing moves, but the provider's id is worth
 			// keeping.

@@ -42,7 +42,7 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	r := &rig{pool: testkit.NewPool(t, outbox.Migrate, paymentstore.Migrate), sent: map[string][]byte{}}
-	wh, err := paymentapi.NewWebhook(r.pool, secret, slog.New(slog.DiscardHandler), nil)
+	wh, err := paymentapi.NewWebhook(r.pool, outbox.Writer{}, secret, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestWebhookAfterTheChargersAnswerChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	p, res, body := r.charge(t, "0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d12")
 	if err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		_, err := paymentstore.Record(ctx, tx, p.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: res.ProviderID, Observed: "processing-as-seen-by-sync", Source: "sync"})
+		_, err := paymentstore.Record(ctx, tx, outbox.Writer{}, p.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: res.ProviderID, Observed: "processing-as-seen-by-sync", Source: "sync"})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func TestWebhookForAnotherProviderPaymentIsAMismatch(t *testing.T) {
 	ctx := context.Background()
 	p, _, body := r.charge(t, "0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d14")
 	if err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		_, err := paymentstore.Record(ctx, tx, p.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_other", Observed: "succeeded", Source: "sync"})
+		_, err := paymentstore.Record(ctx, tx, outbox.Writer{}, p.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_other", Observed: "succeeded", Source: "sync"})
 		return err
 	}); err != nil {
 		t.Fatal(err)

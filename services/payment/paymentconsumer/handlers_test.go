@@ -23,7 +23,17 @@ func newDB(t *testing.T) *pgxpool.Pool {
 }
 
 func event(typ, data string) idempotent.Event {
-	return idempotent.Event{Envelope: schemas.Envelope{EventID: schemas.NewEventID(), EventType: typ, Data: json.RawMessage(data)}}
+	return idempotent.Event{Envelope: schemas.Envelope{EventID: schemas.NewEventID(), EventType: typ, EventVersion: 1, Data: json.RawMessage(data)}}
+}
+
+// batchHandler is the service's batch handler with the saga's handlers,
+// applied in a transaction of the test's with what it emits written.
+func batchHandler(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error {
+	var mux idempotent.Mux
+	paymentconsumer.Register(&mux)
+	return outbox.Writer{}.Emitting(ctx, tx, func(out outbox.Emitter) error {
+		return paymentconsumer.BatchHandler(&mux)(ctx, tx, evs, out)
+	})
 }
 
 func reserved(order string) idempotent.Event {
@@ -48,7 +58,7 @@ func TestBatchHandlerKeepsOffsetOrderAroundCancellations(t *testing.T) {
 	)
 	evs := []idempotent.Event{reserved(charged), reserved(thenGone), event("order.created", `{}`), cancelled(thenGone),
 		cancelled(goneFirst), reserved(goneFirst)}
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return paymentconsumer.BatchHandler(paymentconsumer.Handlers())(ctx, tx, evs) }); err != nil {
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return batchHandler(ctx, tx, evs) }); err != nil {
 		t.Fatal(err)
 	}
 	p, err := paymentstore.ByOrder(ctx, pool, charged)
@@ -70,7 +80,7 @@ func TestBatchHandlerRefusesUnreadableReservations(t *testing.T) {
 	ctx := context.Background()
 	for _, data := range []string{`not JSON`, `{"order_id":"0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d09","amount":100}`} {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			return paymentconsumer.BatchHandler(paymentconsumer.Handlers())(ctx, tx, []idempotent.Event{event("inventory.reserved", data)})
+			return batchHandler(ctx, tx, []idempotent.Event{event("inventory.reserved", data)})
 		})
 		if !idempotent.IsPermanent(err) {
 			t.Fatalf("reservation %s: err = %v; want a permanent failure", data, err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/concordhq/concord/infra/pgmigrate"
 	"github.com/concordhq/concord/relay/outbox"
-	"github.com/concordhq/concord/services/internal/sagaevent"
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/payment"
 )
 
@@ -176,8 +176,8 @@ type Observation struct {
 // payment's update and its transition row sent together. Every charge and
 // every webhook passes here, so it used to be the payment service's
 // largest share of database round trips.
-func Record(ctx context.Context, tx pgx.Tx, paymentID int64, o Observation) (bool, error) {
-	return transition(ctx, tx, paymentID, o)
+func Record(ctx context.Context, tx pgx.Tx, events outbox.Writer, paymentID int64, o Observation) (bool, error) {
+	return transition(ctx, tx, events, paymentID, o)
 }
 
 // MarkPaid moves a payment to paid and emits payment.processed in tx.
@@ -185,26 +185,26 @@ func Record(ctx context.Context, tx pgx.Tx, paymentID int64, o Observation) (boo
 // names the path ("sync", "webhook:evt_…", "poller", "reconciler"). It
 // returns changed=false when the payment already was paid, or was refunded
 // since; a retry or a duplicate is never an error.
-func MarkPaid(ctx context.Context, tx pgx.Tx, paymentID int64, observed, source string) (bool, error) {
-	return transition(ctx, tx, paymentID, Observation{To: payment.StatusPaid, Observed: observed, Source: source})
+func MarkPaid(ctx context.Context, tx pgx.Tx, events outbox.Writer, paymentID int64, observed, source string) (bool, error) {
+	return transition(ctx, tx, events, paymentID, Observation{To: payment.StatusPaid, Observed: observed, Source: source})
 }
 
 // MarkFailed moves a pending payment to failed with reason (the decline
 // code) and emits payment.failed in tx. A payment already paid or refunded
 // is left alone (changed=false): a late decline notice is stale news.
-func MarkFailed(ctx context.Context, tx pgx.Tx, paymentID int64, observed, source, reason string) (bool, error) {
-	return transition(ctx, tx, paymentID, Observation{To: payment.StatusFailed, Observed: observed, Source: source, Reason: reason})
+func MarkFailed(ctx context.Context, tx pgx.Tx, events outbox.Writer, paymentID int64, observed, source, reason string) (bool, error) {
+	return transition(ctx, tx, events, paymentID, Observation{To: payment.StatusFailed, Observed: observed, Source: source, Reason: reason})
 }
 
 // MarkRefunded moves a payment to refunded and emits payment.refunded in tx.
-func MarkRefunded(ctx context.Context, tx pgx.Tx, paymentID int64, observed, source string) (bool, error) {
-	return transition(ctx, tx, paymentID, Observation{To: payment.StatusRefunded, Observed: observed, Source: source})
+func MarkRefunded(ctx context.Context, tx pgx.Tx, events outbox.Writer, paymentID int64, observed, source string) (bool, error) {
+	return transition(ctx, tx, events, paymentID, Observation{To: payment.StatusRefunded, Observed: observed, Source: source})
 }
 
 // RecordAlone is Record in a transaction of its own, in two round trips
 // where BeginFunc and Record take four: BEGIN goes with the row lock, the
 // writes with COMMIT. The charger records every provider answer this way.
-func RecordAlone(ctx context.Context, pool *pgxpool.Pool, paymentID int64, o Observation) (bool, error) {
+func RecordAlone(ctx context.Context, pool *pgxpool.Pool, events outbox.Writer, paymentID int64, o Observation) (bool, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("payment %d: %w", paymentID, err)
@@ -223,7 +223,7 @@ func RecordAlone(ctx context.Context, pool *pgxpool.Pool, paymentID int64, o Obs
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return false, err
 	}
-	w, changed, err := plan(ctx, p, o)
+	w, changed, err := plan(events, p, o)
 	if err != nil {
 		return false, err
 	}
@@ -234,12 +234,12 @@ func RecordAlone(ctx context.Context, pool *pgxpool.Pool, paymentID int64, o Obs
 	return changed, nil
 }
 
-func transition(ctx context.Context, tx pgx.Tx, id int64, o Observation) (bool, error) {
+func transition(ctx context.Context, tx pgx.Tx, events outbox.Writer, id int64, o Observation) (bool, error) {
 	p, err := lockPayment(ctx, tx, id)
 	if err != nil {
 		return false, err
 	}
-	w, changed, err := plan(ctx, p, o)
+	w, changed, err := plan(events, p, o)
 	if err != nil || w.Len() == 0 {
 		return false, err
 	}
@@ -252,7 +252,7 @@ func transition(ctx context.Context, tx pgx.Tx, id int64, o Observation) (bool, 
 // plan decides what o does to p, locked, and returns the writes: the
 // transition (event, update, transition row) when payment.Decide applies
 // it, else at most the observation. changed reports a transition.
-func plan(ctx context.Context, p Payment, o Observation) (w *pgx.Batch, changed bool, err error) {
+func plan(events outbox.Writer, p Payment, o Observation) (w *pgx.Batch, changed bool, err error) {
 	w = &pgx.Batch{}
 	id, to := p.ID, o.To
 	if to == payment.StatusFailed && o.Reason == "" {
@@ -285,26 +285,8 @@ func plan(ctx context.Context, p Payment, o Observation) (w *pgx.Batch, changed 
 	if to != payment.StatusFailed && p.ProviderPaymentID == "" {
 		return nil, false, fmt.Errorf("mark payment %d (order %s) %s: %w", id, p.OrderID, to, ErrNoProviderID)
 	}
-	data := map[string]any{
-		"order_id": p.OrderID, "payment_id": strconv.FormatInt(p.ID, 10),
-		"amount": p.Amount, "currency": p.Currency,
-	}
-	if p.ProviderPaymentID != "" {
-		data["provider_payment_id"] = p.ProviderPaymentID
-	}
-	if o.Reason != "" {
-		data["reason"] = o.Reason
-	}
-	if to == payment.StatusRefunded {
-		data["reason"] = "refunded"
-		if p.OrderCancelled {
-			data["reason"] = "order_cancelled"
-		}
-	}
-	env, err := sagaevent.Queue(ctx, w, outbox.Event{
-		Type: payment.EventType(to), AggregateID: p.OrderID, CorrelationID: p.OrderID,
-		Data: data, Headers: map[string]string{"source": o.Source},
-	})
+	env, err := events.Queue(w, outbox.Event{Payload: transitionEvent(p, to, o.Reason),
+		AggregateID: p.OrderID, CorrelationID: p.OrderID, Headers: map[string]string{"source": o.Source}})
 	if err != nil {
 		return nil, false, fmt.Errorf("payment %d (order %s) → %s: %w", id, p.OrderID, to, err)
 	}
@@ -316,4 +298,25 @@ func plan(ctx context.Context, p Payment, o Observation) (w *pgx.Batch, changed 
 	w.Queue(`insert into payment_transitions (payment_id, from_status, to_status, source, observed, event_id)
 		values ($1, $2, $3, $4, nullif($5, ''), $6)`, id, string(p.Status), string(to), o.Source, o.Observed, env.EventID)
 	return w, true, nil
+}
+
+// transitionEvent is the event p's transition to to reports.
+func transitionEvent(p Payment, to payment.Status, reason string) contract.Payload {
+	id := strconv.FormatInt(p.ID, 10)
+	switch to {
+	case payment.StatusPaid:
+		return contract.PaymentProcessedV1{OrderID: p.OrderID, PaymentID: id, ProviderPaymentID: p.ProviderPaymentID,
+			Amount: p.Amount, Currency: p.Currency}
+	case payment.StatusFailed:
+		amount := p.Amount
+		return contract.PaymentFailedV1{OrderID: p.OrderID, PaymentID: id, Reason: reason, Amount: &amount, Currency: p.Currency}
+	case payment.StatusRefunded:
+		reason := "refunded"
+		if p.OrderCancelled {
+			reason = "order_cancelled"
+		}
+		return contract.PaymentRefundedV1{OrderID: p.OrderID, PaymentID: id, ProviderPaymentID: p.ProviderPaymentID,
+			Amount: p.Amount, Currency: p.Currency, Reason: reason}
+	}
+	return nil // no event: Queue refuses a nil payload
 }

@@ -56,7 +56,7 @@ func TestCanonicalWriterAppliesEachTransitionOnceAndEmitsOneEvent(t *testing.T) 
 		return err
 	})
 	inTx(t, pool, func(tx pgx.Tx) error {
-		_, err := paymentstore.MarkPaid(ctx, tx, p.ID, "succeeded", "test")
+		_, err := paymentstore.MarkPaid(ctx, tx, outbox.Writer{}, p.ID, "succeeded", "test")
 		if !errors.Is(err, paymentstore.ErrNoProviderID) {
 			t.Errorf("MarkPaid without provider id: err = %v; want ErrNoProviderID", err)
 		}
@@ -65,7 +65,7 @@ func TestCanonicalWriterAppliesEachTransitionOnceAndEmitsOneEvent(t *testing.T) 
 	inTx(t, pool, func(tx pgx.Tx) error { return paymentstore.AttachProvider(ctx, tx, p.ID, "pi_1") })
 	for i, want := range []bool{true, false} {
 		inTx(t, pool, func(tx pgx.Tx) error {
-			changed, err := paymentstore.MarkPaid(ctx, tx, p.ID, "succeeded", "test")
+			changed, err := paymentstore.MarkPaid(ctx, tx, outbox.Writer{}, p.ID, "succeeded", "test")
 			if changed != want {
 				t.Errorf("MarkPaid #%d changed = %v; want %v", i+1, changed, want)
 			}
@@ -73,14 +73,14 @@ func TestCanonicalWriterAppliesEachTransitionOnceAndEmitsOneEvent(t *testing.T) 
 		})
 	}
 	inTx(t, pool, func(tx pgx.Tx) error {
-		changed, err := paymentstore.MarkFailed(ctx, tx, p.ID, "requires_payment_method", "late-webhook", "card_declined")
+		changed, err := paymentstore.MarkFailed(ctx, tx, outbox.Writer{}, p.ID, "requires_payment_method", "late-webhook", "card_declined")
 		if changed {
 			t.Error("MarkFailed after paid changed the payment; a late decline is stale")
 		}
 		return err
 	})
 	inTx(t, pool, func(tx pgx.Tx) error {
-		changed, err := paymentstore.MarkRefunded(ctx, tx, p.ID, "refunded", "test")
+		changed, err := paymentstore.MarkRefunded(ctx, tx, outbox.Writer{}, p.ID, "refunded", "test")
 		if !changed {
 			t.Error("MarkRefunded of a paid payment did not change it")
 		}
@@ -116,7 +116,7 @@ func TestConcurrentWritersOfOnePaymentEmitOneEvent(t *testing.T) {
 		go func() {
 			var c bool
 			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-				c, err = paymentstore.MarkPaid(ctx, tx, p.ID, "succeeded", "race")
+				c, err = paymentstore.MarkPaid(ctx, tx, outbox.Writer{}, p.ID, "succeeded", "race")
 				return err
 			})
 			if err != nil {
@@ -153,10 +153,10 @@ func testRecord(t *testing.T, alone bool) {
 	intent := func(order string) paymentstore.Payment { return newIntent(t, pool, order) }
 	record := func(id int64, o paymentstore.Observation) (changed bool, err error) {
 		if alone {
-			return paymentstore.RecordAlone(ctx, pool, id, o)
+			return paymentstore.RecordAlone(ctx, pool, outbox.Writer{}, id, o)
 		}
 		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-			changed, err = paymentstore.Record(ctx, tx, id, o)
+			changed, err = paymentstore.Record(ctx, tx, outbox.Writer{}, id, o)
 			return err
 		})
 		return changed, err
@@ -248,14 +248,14 @@ func TestRecordAloneLeavesTheConnectionClean(t *testing.T) {
 		}
 	}
 	p := newIntent(t, pool, orderID)
-	if _, err := paymentstore.RecordAlone(ctx, pool, p.ID+1000, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_x"}); !errors.Is(err, paymentstore.ErrNotFound) {
+	if _, err := paymentstore.RecordAlone(ctx, pool, outbox.Writer{}, p.ID+1000, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_x"}); !errors.Is(err, paymentstore.ErrNotFound) {
 		t.Fatalf("RecordAlone of a missing payment: %v; want ErrNotFound", err)
 	}
 	// Paid without a provider id fails after the lock, in the planning.
-	if _, err := paymentstore.RecordAlone(ctx, pool, p.ID, paymentstore.Observation{To: payment.StatusPaid}); !errors.Is(err, paymentstore.ErrNoProviderID) {
+	if _, err := paymentstore.RecordAlone(ctx, pool, outbox.Writer{}, p.ID, paymentstore.Observation{To: payment.StatusPaid}); !errors.Is(err, paymentstore.ErrNoProviderID) {
 		t.Fatalf("RecordAlone paid without a provider id: %v; want ErrNoProviderID", err)
 	}
-	if changed, err := paymentstore.RecordAlone(ctx, pool, p.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Source: "sync"}); err != nil || !changed {
+	if changed, err := paymentstore.RecordAlone(ctx, pool, outbox.Writer{}, p.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Source: "sync"}); err != nil || !changed {
 		t.Fatalf("RecordAlone after failures: changed %v, err %v", changed, err)
 	}
 	// Committed: another connection sees it.
@@ -276,7 +276,7 @@ func TestConcurrentRecordAloneEmitsOneEvent(t *testing.T) {
 	var wins atomic.Int32
 	for range n {
 		wg.Go(func() {
-			changed, err := paymentstore.RecordAlone(ctx, pool, p.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Source: "race"})
+			changed, err := paymentstore.RecordAlone(ctx, pool, outbox.Writer{}, p.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Source: "race"})
 			if err != nil {
 				t.Error(err)
 			}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/concordhq/concord/infra/pgmigrate"
 	"github.com/concordhq/concord/relay/outbox"
-	"github.com/concordhq/concord/services/internal/sagaevent"
 	"github.com/concordhq/concord/services/reconciler"
 )
 
@@ -37,6 +36,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // Store implements reconciler.Store on a pgx pool.
 type Store struct {
 	pool *pgxpool.Pool
+	// Outbox routes the repair commands the store appends (its topic
+	// prefix); the zero value uses the catalog's topic.
+	Outbox outbox.Writer
 }
 
 // New returns a Store on pool.
@@ -108,7 +110,7 @@ func (s *Store) Record(ctx context.Context, page reconciler.Page, results []reco
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("cursor is no longer at id %d: %w", page.CursorID, reconciler.ErrConcurrentRun)
 		}
-		stats, err = apply(ctx, tx, reconciler.SourceScan, results)
+		stats, err = s.apply(ctx, tx, reconciler.SourceScan, results)
 		return err
 	})
 	if err != nil {
@@ -122,7 +124,7 @@ func (s *Store) RecordFindings(ctx context.Context, source reconciler.Source, re
 	var stats reconciler.RecordStats
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		stats, err = apply(ctx, tx, source, results)
+		stats, err = s.apply(ctx, tx, source, results)
 		return err
 	})
 	if err != nil {
@@ -137,7 +139,7 @@ func (s *Store) RecordFindings(ctx context.Context, source reconciler.Source, re
 // (Moved): the decision was made on a stale picture, most likely because the
 // webhook we were about to call missed has just arrived. Its next visit
 // decides.
-func apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, results []reconciler.Result) (reconciler.RecordStats, error) {
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, results []reconciler.Result) (reconciler.RecordStats, error) {
 	stats := reconciler.RecordStats{ByKind: map[reconciler.Kind]int{}, Commands: map[reconciler.Command]int{}}
 	var ids, versions []int64
 	var statuses, externals []string
@@ -182,7 +184,7 @@ func apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, results []r
 		case r.Decision.Verdict == reconciler.InSync:
 			inSync = append(inSync, id)
 		case r.Decision.Kind != "":
-			opened, cmd, err := openFinding(ctx, tx, source, r)
+			opened, cmd, err := s.openFinding(ctx, tx, source, r)
 			if err != nil {
 				return stats, err
 			}
@@ -213,7 +215,7 @@ func apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, results []r
 // kind already, and for a new Repairable finding appends its repair command
 // to the outbox in the same transaction. A finding already open means its
 // command was emitted when it opened: emitting again would only repeat it.
-func openFinding(ctx context.Context, tx pgx.Tx, source reconciler.Source, r reconciler.Result) (opened, emitted bool, err error) {
+func (s *Store) openFinding(ctx context.Context, tx pgx.Tx, source reconciler.Source, r reconciler.Result) (opened, emitted bool, err error) {
 	d := r.Decision
 	var cmd *string
 	if d.Verdict == reconciler.Repairable {
@@ -237,23 +239,26 @@ func openFinding(ctx context.Context, tx pgx.Tx, source reconciler.Source, r rec
 	if cmd == nil {
 		return true, false, nil
 	}
-	// sagaevent adds the topic prefix of ctx (--topic-prefix), so commands
-	// land where a side-by-side payment-svc consumes them.
-	env, err := sagaevent.Append(ctx, tx, outbox.Event{
-		Type:          string(d.Command),
+	payload, ok := reconciler.RepairCommandData{
+		PaymentID:              strconv.FormatInt(r.Row.PaymentID, 10),
+		OrderID:                r.Row.OrderID,
+		ProviderPaymentID:      r.Row.ProviderID,
+		FindingID:              id,
+		Kind:                   d.Kind,
+		ExpectedLocalStatus:    r.Row.Status,
+		ObservedProviderStatus: r.External,
+		DetectedAt:             detected.UTC(),
+	}.Payload(d.Command)
+	if !ok {
+		return false, false, fmt.Errorf("payment %d: finding %d: %w: no event for command %q", r.Row.PaymentID, id, outbox.ErrInvalidEvent, d.Command)
+	}
+	// s.Outbox carries the topic prefix (--topic-prefix), so commands land
+	// where a side-by-side payment-svc consumes them.
+	env, err := s.Outbox.Append(ctx, tx, outbox.Event{
+		Payload:       payload,
 		AggregateID:   strconv.FormatInt(r.Row.PaymentID, 10),
 		CorrelationID: r.Row.OrderID,
-		Data: reconciler.RepairCommandData{
-			PaymentID:              strconv.FormatInt(r.Row.PaymentID, 10),
-			OrderID:                r.Row.OrderID,
-			ProviderPaymentID:      r.Row.ProviderID,
-			FindingID:              id,
-			Kind:                   d.Kind,
-			ExpectedLocalStatus:    r.Row.Status,
-			ObservedProviderStatus: r.External,
-			DetectedAt:             detected.UTC(),
-		},
-		Headers: map[string]string{"source": "reconciler:" + string(source)},
+		Headers:       map[string]string{"source": "reconciler:" + string(source)},
 	})
 	if err != nil {
 		return false, false, fmt.Errorf("payment %d: finding %d: emit %s: %w", r.Row.PaymentID, id, d.Command, err)

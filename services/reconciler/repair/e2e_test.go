@@ -19,7 +19,6 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
 	"github.com/concordhq/concord/schemas"
-	"github.com/concordhq/concord/services/internal/sagaevent"
 	"github.com/concordhq/concord/services/order"
 	"github.com/concordhq/concord/services/order/orderconsumer"
 	"github.com/concordhq/concord/services/order/orderstore"
@@ -48,7 +47,7 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 	// A topic prefix of its own keeps this run apart from others on the
 	// shared broker, as --topic-prefix does for the binaries.
 	prefix := testkit.UniqueName(t, "e2e") + "."
-	ctx = sagaevent.WithTopicPrefix(ctx, prefix)
+	events := outbox.Writer{TopicPrefix: prefix}
 	topics := []string{prefix + repair.Topic, prefix + "payment-events"}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topics...) })
 	for _, topic := range topics {
@@ -66,15 +65,17 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ostore := &orderstore.Store{Pool: orders}
+	ostore := &orderstore.Store{Pool: orders, Outbox: events}
 	o, _, err := ostore.Create(ctx, order.Request{CustomerID: "c-1", Currency: "EUR",
 		Items: []order.Item{{SKU: "sku-1", Quantity: 1, UnitPrice: 2500}}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := pgx.BeginFunc(ctx, orders, func(tx pgx.Tx) error {
-		_, err := orderstore.Apply(ctx, tx, o.ID, order.InventoryReserved, "", schemas.NewEventID())
-		return err
+		return events.Emitting(ctx, tx, func(out outbox.Emitter) error {
+			_, err := orderstore.Apply(ctx, tx, out, o.ID, order.InventoryReserved, "", schemas.NewEventID())
+			return err
+		})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,9 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 	}
 
 	// Detect, classify, record, command.
-	scanner, err := reconciler.NewScanner(reconciler.ScannerConfig{Store: reconcilerstore.New(payments), Provider: reconcilerprovider.New(gw)})
+	rstore := reconcilerstore.New(payments)
+	rstore.Outbox = events
+	scanner, err := reconciler.NewScanner(reconciler.ScannerConfig{Store: rstore, Provider: reconcilerprovider.New(gw)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,14 +150,16 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("relay", relay.Run)
+	var repairs idempotent.Mux
+	repair.Register(&repairs, events)
 	commands, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "payment-svc"), Topics: []string{prefix + repair.Topic},
-		Pool: payments, Kafka: kcfg, Handler: repair.Handlers().Handle})
+		Pool: payments, Kafka: kcfg, Handler: repairs.Handle, Outbox: events})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run("payment commands", commands.Run)
 	orderEvents, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "order-svc"), Topics: []string{prefix + "payment-events"},
-		Pool: orders, Kafka: kcfg, Handler: orderconsumer.Handlers().Handle})
+		Pool: orders, Kafka: kcfg, Handler: orderconsumer.Handler(), Outbox: events})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ package repair
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/reconciler"
@@ -38,39 +39,47 @@ const ResolvedBy = "payment-svc"
 // dead-lettered for an operator.
 var ErrProviderMismatch = errors.New("repair: command names another provider payment than the payment row")
 
-// Handlers returns the handlers for the repair commands, to merge into the
-// consuming service's idempotent.Mux.
-func Handlers() idempotent.Mux {
-	return idempotent.Mux{
-		string(reconciler.CommandApplySucceeded): ApplySucceeded,
-		string(reconciler.CommandApplyCanceled):  ApplyCanceled,
-	}
+// Types are the repair commands Register handles.
+var Types = []contract.Type{contract.TypePaymentApplySucceeded, contract.TypePaymentApplyCanceled}
+
+// Register adds the handlers of the repair commands to the consuming
+// service's mux; the transitions they make emit their events through
+// events (the service's outbox writer, with its topic prefix).
+func Register(mux *idempotent.Mux, events outbox.Writer) {
+	idempotent.Handle(mux, func(ctx context.Context, tx pgx.Tx, ev idempotent.Event, d contract.PaymentApplySucceededV1, _ outbox.Emitter) error {
+		return ApplySucceeded(ctx, tx, events, ev, d)
+	})
+	idempotent.Handle(mux, func(ctx context.Context, tx pgx.Tx, ev idempotent.Event, d contract.PaymentApplyCanceledV1, _ outbox.Emitter) error {
+		return ApplyCanceled(ctx, tx, events, ev, d)
+	})
 }
 
 // ApplySucceeded moves the payment to paid through the canonical writer
 // (which emits payment.processed in tx) and resolves the finding.
-func ApplySucceeded(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
-	return apply(ctx, tx, ev, payment.StatusPaid, func(id int64, c reconciler.RepairCommandData, source string) (bool, error) {
-		return paymentstore.MarkPaid(ctx, tx, id, c.ObservedProviderStatus, source)
+func ApplySucceeded(ctx context.Context, tx pgx.Tx, events outbox.Writer, ev idempotent.Event, d contract.PaymentApplySucceededV1) error {
+	c := reconciler.RepairCommandData{PaymentID: d.PaymentID, OrderID: d.OrderID, ProviderPaymentID: d.ProviderPaymentID,
+		FindingID: d.FindingID, Kind: reconciler.Kind(d.Kind), ExpectedLocalStatus: string(d.ExpectedLocalStatus),
+		ObservedProviderStatus: string(d.ObservedProviderStatus), DetectedAt: d.DetectedAt}
+	return apply(ctx, tx, ev, c, payment.StatusPaid, func(id int64, c reconciler.RepairCommandData, source string) (bool, error) {
+		return paymentstore.MarkPaid(ctx, tx, events, id, c.ObservedProviderStatus, source)
 	})
 }
 
 // ApplyCanceled moves the pending payment to failed through the canonical
 // writer (which emits payment.failed in tx, cancelling the order) and
 // resolves the finding.
-func ApplyCanceled(ctx context.Context, tx pgx.Tx, ev idempotent.Event) error {
-	return apply(ctx, tx, ev, payment.StatusFailed, func(id int64, c reconciler.RepairCommandData, source string) (bool, error) {
-		return paymentstore.MarkFailed(ctx, tx, id, c.ObservedProviderStatus, source, c.ObservedProviderStatus)
+func ApplyCanceled(ctx context.Context, tx pgx.Tx, events outbox.Writer, ev idempotent.Event, d contract.PaymentApplyCanceledV1) error {
+	c := reconciler.RepairCommandData{PaymentID: d.PaymentID, OrderID: d.OrderID, ProviderPaymentID: d.ProviderPaymentID,
+		FindingID: d.FindingID, Kind: reconciler.Kind(d.Kind), ExpectedLocalStatus: string(d.ExpectedLocalStatus),
+		ObservedProviderStatus: string(d.ObservedProviderStatus), DetectedAt: d.DetectedAt}
+	return apply(ctx, tx, ev, c, payment.StatusFailed, func(id int64, c reconciler.RepairCommandData, source string) (bool, error) {
+		return paymentstore.MarkFailed(ctx, tx, events, id, c.ObservedProviderStatus, source, c.ObservedProviderStatus)
 	})
 }
 
 type writer func(paymentID int64, c reconciler.RepairCommandData, source string) (changed bool, err error)
 
-func apply(ctx context.Context, tx pgx.Tx, ev idempotent.Event, target payment.Status, write writer) error {
-	var c reconciler.RepairCommandData
-	if err := json.Unmarshal(ev.Data, &c); err != nil {
-		return idempotent.Permanent(fmt.Errorf("repair command %s (%s): %w", ev.EventID, ev.EventType, err))
-	}
+func apply(ctx context.Context, tx pgx.Tx, ev idempotent.Event, c reconciler.RepairCommandData, target payment.Status, write writer) error {
 	id, err := strconv.ParseInt(c.PaymentID, 10, 64)
 	if err != nil {
 		return idempotent.Permanent(fmt.Errorf("repair command %s: payment id %q: %w", ev.EventID, c.PaymentID, err))

@@ -71,7 +71,9 @@ func drift(t *testing.T, external string) (*pgxpool.Pool, int64, idempotent.Even
 func handle(t *testing.T, pool *pgxpool.Pool, ev idempotent.Event) error {
 	t.Helper()
 	return pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		return repair.Handlers().Handle(context.Background(), tx, ev)
+		var mux idempotent.Mux
+		repair.Register(&mux, outbox.Writer{})
+		return mux.Handle(context.Background(), tx, ev, nil)
 	})
 }
 
@@ -116,7 +118,7 @@ func TestRepairCommandReplayedTwiceHasOneEffect(t *testing.T) {
 func TestRepairAfterTheWebhookWonResolvesTheFindingWithoutASecondEffect(t *testing.T) {
 	pool, id, ev := drift(t, reconciler.ExtSucceeded)
 	if err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		_, err := paymentstore.MarkPaid(context.Background(), tx, id, "succeeded", "webhook:evt_late")
+		_, err := paymentstore.MarkPaid(context.Background(), tx, outbox.Writer{}, id, "succeeded", "webhook:evt_late")
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -135,7 +137,7 @@ func TestRepairAfterTheWebhookWonResolvesTheFindingWithoutASecondEffect(t *testi
 func TestRepairOfAPaymentThatMovedElsewhereIsSuperseded(t *testing.T) {
 	pool, id, ev := drift(t, reconciler.ExtSucceeded)
 	if err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		_, err := paymentstore.MarkFailed(context.Background(), tx, id, "canceled", "test", "canceled")
+		_, err := paymentstore.MarkFailed(context.Background(), tx, outbox.Writer{}, id, "canceled", "test", "canceled")
 		return err
 	}); err != nil {
 		t.Fatal(err)
