@@ -5,7 +5,7 @@
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
-MODULES := infra schemas relay consumers services
+MODULES := infra schemas relay consumers services examples
 PKGS := $(foreach m,$(MODULES),./$(m)/...)
 GOTEST_FLAGS ?= -race -count=1 -timeout 18m
 BIN := $(CURDIR)/bin

@@ -24,7 +24,7 @@ func newStore(t *testing.T) (*pgxpool.Pool, *orderstore.Store) {
 }
 
 func event(typ, data string) idempotent.Event {
-	return idempotent.Event{Envelope: schemas.Envelope{EventID: schemas.NewEventID(), EventType: typ, Data: json.RawMessage(data)}}
+	return idempotent.Event{Envelope: schemas.Envelope{EventID: schemas.NewEventID(), EventType: typ, EventVersion: 1, Data: json.RawMessage(data)}}
 }
 
 func handle(ctx context.Context, pool *pgxpool.Pool, evs ...idempotent.Event) error {
