@@ -1,6 +1,9 @@
 package reconciler
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Finding is one recorded drift, as stored in reconciliation_findings. At
 // most one finding per payment and kind is open (unresolved) at a time.
@@ -54,4 +57,11 @@ type RepairCommandData struct {
 	ExpectedLocalStatus    string    `json:"expected_local_status"`
 	ObservedProviderStatus string    `json:"observed_provider_status"`
 	DetectedAt             time.Time `json:"detected_at"`
+}
+
+// RepairSource is the source a repair command's transition is recorded
+// under in payment_transitions: how an audit tells a payment healed through
+// the canonical writer from one moved some other way.
+func RepairSource(findingID int64) string {
+	return "reconciler:finding-" + strconv.FormatInt(findingID, 10)
 }
