@@ -49,7 +49,7 @@ func reconcilerSummary(ctx context.Context, r *running, c config) error {
 	var cycles int64
 	_ = pay.QueryRow(ctx, `select coalesce(sum(cycles_completed), 0) from reconciliation_cursor`).Scan(&cycles)
 	fmt.Printf("    %-34s %5d\n", "full cycles over every payment", cycles)
-	verdicts := scrapeBy(r.recURL+"/metrics", "reconciler_verdicts_total", "verdict")
+	verdicts := scrapeBy(r.recURL+"/metrics", "concord_reconciler_verdicts_total", "verdict")
 	var parts []string
 	for _, v := range reconciler.Verdicts {
 		parts = append(parts, fmt.Sprintf("%s %d", v, verdicts[string(v)]))
