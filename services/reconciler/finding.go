@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/concordhq/concord/schemas/contract"
@@ -76,4 +77,11 @@ func (c RepairCommandData) Payload(cmd Command) (p contract.Payload, ok bool) {
 			ObservedProviderStatus: contract.PaymentApplyCanceledV1ObservedProviderStatus(c.ObservedProviderStatus)}, true
 	}
 	return nil, false
+}
+
+// RepairSource is the source a repair command's transition is recorded
+// under in payment_transitions: how an audit tells a payment healed through
+// the canonical writer from one moved some other way.
+func RepairSource(findingID int64) string {
+	return "reconciler:finding-" + strconv.FormatInt(findingID, 10)
 }

@@ -35,9 +35,9 @@ func startReconciler(ctx context.Context, r *running, c config, port int) error 
 }
 
 // reconcilerSummary prints what the reconciler saw and did, from its
-// findings table (durable, exact) and its metrics (rows per verdict), and
-// returns its checks.
-func reconcilerSummary(ctx context.Context, r *running, c config) ([]check, error) {
+// findings table (durable, exact) and its metrics (rows per verdict). The
+// checks of its work are audit.Reconciliation's.
+func reconcilerSummary(ctx context.Context, r *running, c config) error {
 	pay := r.pools["payment-svc"]
 	fmt.Printf("  reconciler (a full cycle every %s; payments changed in the last %s are left alone)\n", c.reconcileEvery, c.reconcileGrace)
 	if c.recheck > 0 {
@@ -49,7 +49,7 @@ func reconcilerSummary(ctx context.Context, r *running, c config) ([]check, erro
 	var cycles int64
 	_ = pay.QueryRow(ctx, `select coalesce(sum(cycles_completed), 0) from reconciliation_cursor`).Scan(&cycles)
 	fmt.Printf("    %-34s %5d\n", "full cycles over every payment", cycles)
-	verdicts := scrapeBy(r.recURL+"/metrics", "reconciler_verdicts_total", "verdict")
+	verdicts := scrapeBy(r.recURL+"/metrics", "concord_reconciler_verdicts_total", "verdict")
 	var parts []string
 	for _, v := range reconciler.Verdicts {
 		parts = append(parts, fmt.Sprintf("%s %d", v, verdicts[string(v)]))
@@ -64,7 +64,7 @@ func reconcilerSummary(ctx context.Context, r *running, c config) ([]check, erro
 			count(*) filter (where resolved_at is null)
 		from reconciliation_findings group by 1, 2 order by 1 desc, 2`)
 	if err != nil {
-		return nil, fmt.Errorf("payment-svc findings: %w", err)
+		return fmt.Errorf("payment-svc findings: %w", err)
 	}
 	type kindLine struct {
 		Verdict, Kind                                    string
@@ -72,10 +72,9 @@ func reconcilerSummary(ctx context.Context, r *running, c config) ([]check, erro
 	}
 	lines, err := pgx.CollectRows(rows, pgx.RowToStructByPos[kindLine])
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var t kindLine
-	var repairable int64
 	fmt.Println("    drift found (findings, by verdict / kind)")
 	for _, l := range lines {
 		fmt.Printf("      %-32s %5d\n", l.Verdict+" / "+l.Kind, l.Found)
@@ -84,9 +83,6 @@ func reconcilerSummary(ctx context.Context, r *running, c config) ([]check, erro
 		t.Repaired += l.Repaired
 		t.Already += l.Already
 		t.Supers += l.Supers
-		if l.Verdict == string(reconciler.Repairable) {
-			repairable += l.Found
-		}
 		if l.Verdict == string(reconciler.NeedsReview) {
 			t.Open += l.Open
 		}
@@ -99,23 +95,5 @@ func reconcilerSummary(ctx context.Context, r *running, c config) ([]check, erro
 	fmt.Printf("    %-34s %5d\n", "  already applied (webhook first)", t.Already)
 	fmt.Printf("    %-34s %5d\n", "  superseded", t.Supers)
 	fmt.Printf("    %-34s %5d\n", "open needs_review findings", t.Open)
-
-	var out []check
-	add := func(name string, ok bool, format string, args ...any) {
-		out = append(out, check{name, ok, fmt.Sprintf(format, args...)})
-	}
-	// Healed means: the command was applied (or found done) and every
-	// repaired payment moved through the canonical writer under its
-	// finding's name, not some side path.
-	openRepairable := count(ctx, r, "payment-svc", `select count(*) from reconciliation_findings
-		where verdict = 'repairable' and resolved_at is null`)
-	offPath := count(ctx, r, "payment-svc", `select count(*) from reconciliation_findings f
-		where resolution = 'repaired' and not exists (select 1 from payment_transitions t
-			where t.payment_id = f.payment_id and t.source = 'reconciler:finding-' || f.id)`)
-	add("every repairable drift healed through the canonical writer", openRepairable == 0 && offPath == 0,
-		"%d found, %d open, %d repaired without their writer transition", repairable, openRepairable, offPath)
-	// None of the demo's faults moves money the wrong way, so a finding a
-	// person must review is a bug here (late reversals would be one).
-	add("no drift left for review", t.Open == 0, "%d open needs_review findings", t.Open)
-	return out, nil
+	return nil
 }

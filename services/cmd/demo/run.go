@@ -108,7 +108,7 @@ Where to look next (the services stop when the demo ends; add --keep-running to 
   order API      curl -s %[1]s/orders?status=CANCELLED | jq .orders[0]
                  curl -s %[1]s/orders/<id> | jq .history
   stock          curl -s %[2]s/stock | jq '.stock[:3]'
-  metrics        curl -s %[3]s/metrics | grep -E 'payment_|concord_'
+  metrics        curl -s %[3]s/metrics | grep concord_
   provider       curl -s %[4]s/__admin/stats | jq
   reconciler     PAYMENTS_DATABASE_URL='%[6]s' %[9]s/reconciler findings list --all
   databases      psql '%[5]s' -c 'select status, reason, count(*) from orders group by 1, 2'

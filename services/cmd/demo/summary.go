@@ -4,26 +4,20 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/services/audit"
+	"github.com/concordhq/concord/services/audit/auditsnapshot"
 	"github.com/concordhq/concord/services/internal/loadgen"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 )
-
-type check struct {
-	name   string
-	ok     bool
-	detail string
-}
 
 func collect[K comparable, V any](ctx context.Context, r *running, pool, sql string) (map[K]V, error) {
 	rows, err := r.pools[pool].Query(ctx, sql)
@@ -48,38 +42,6 @@ func count(ctx context.Context, r *running, pool, sql string, args ...any) int64
 		return -1
 	}
 	return n
-}
-
-// providerTruth lists every PaymentIntent the provider holds and maps the
-// order in its metadata to its status.
-func providerTruth(ctx context.Context, r *running, since time.Time) (map[string][]paymentprovider.Payment, error) {
-	gw, err := paymentprovider.New(paymentprovider.Config{APIKey: apiKey, BaseURL: r.sim})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]paymentprovider.Payment{}
-	cursor := ""
-	for {
-		var page paymentprovider.Page[paymentprovider.Payment]
-		// The provider's injected 5xx answers reach this check too; a
-		// listing is read-only, so asking again is safe.
-		for attempt := 0; ; attempt++ {
-			page, err = gw.ListCreated(ctx, since.Add(-time.Minute), time.Now().Add(time.Minute), cursor, 100)
-			if err == nil || !errors.Is(err, paymentprovider.ErrUnavailable) || attempt == 9 {
-				break
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range page.Items {
-			out[p.Metadata["order_id"]] = append(out[p.Metadata["order_id"]], p)
-		}
-		if !page.HasMore {
-			return out, nil
-		}
-		cursor = page.Next
-	}
 }
 
 func summary(ctx context.Context, r *running, c config, initial map[string]int64, res loadgen.Result) (bool, error) {
@@ -184,27 +146,32 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 	fmt.Printf("    %-34s %5d\n", "payments settled by the reconciler", count(ctx, r, "payment-svc", `select count(*) from payment_transitions where source like 'reconciler:%'`))
 	fmt.Printf("    %-34s %5d\n", "refunds of cancelled orders", count(ctx, r, "payment-svc", `select count(*) from payments where status = 'refunded'`))
 
-	checks, err := invariants(ctx, r, c, initial)
+	gw, err := paymentprovider.New(paymentprovider.Config{APIKey: apiKey, BaseURL: r.sim})
 	if err != nil {
 		return false, err
 	}
+	snap, err := auditsnapshot.Read(ctx, auditsnapshot.Sources{Orders: r.pools["order-svc"], Inventory: r.pools["inventory-svc"],
+		Payments: r.pools["payment-svc"], Provider: gw})
+	if err != nil {
+		return false, err
+	}
+	checks := audit.Saga(snap, c.bound, initial)
 	if r.recURL != "" {
-		rc, err := reconcilerSummary(ctx, r, c)
-		if err != nil {
+		if err := reconcilerSummary(ctx, r, c); err != nil {
 			return false, err
 		}
-		checks = append(checks, rc...)
+		checks = append(checks, audit.Reconciliation(snap)...)
 	}
 	fmt.Println("\nInvariants")
 	all := true
 	for _, ch := range checks {
 		mark := "PASS"
-		if !ch.ok {
+		if !ch.Holds() {
 			mark, all = "FAIL", false
 		}
-		fmt.Printf("  %s  %s", mark, ch.name)
-		if ch.detail != "" {
-			fmt.Printf(" — %s", ch.detail)
+		fmt.Printf("  %s  %s", mark, ch.Check)
+		if d := ch.Detail(); d != "" {
+			fmt.Printf(" — %s", d)
 		}
 		fmt.Println()
 	}
@@ -237,147 +204,4 @@ func scrapeBy(url, metric, label string) map[string]int64 {
 		out[value] += int64(n)
 	}
 	return out
-}
-
-func invariants(ctx context.Context, r *running, c config, initial map[string]int64) ([]check, error) {
-	var out []check
-	add := func(name string, ok bool, format string, args ...any) {
-		out = append(out, check{name, ok, fmt.Sprintf(format, args...)})
-	}
-	orders, err := collect[string, string](ctx, r, "order-svc", `select id::text, status from orders`)
-	if err != nil {
-		return nil, err
-	}
-	var firstCreated time.Time
-	_ = r.pools["order-svc"].QueryRow(ctx, `select coalesce(min(created_at), now()) from orders`).Scan(&firstCreated)
-
-	// 1. Every order terminal within the bound.
-	open := count(ctx, r, "order-svc", `select count(*) from orders where status not in ('CONFIRMED', 'CANCELLED')`)
-	var slowest time.Duration
-	_ = r.pools["order-svc"].QueryRow(ctx, `select coalesce(max(terminal_at - created_at), '0') from orders`).Scan(&slowest)
-	add(fmt.Sprintf("every order terminal within %s", c.bound), open == 0 && slowest <= c.bound,
-		"%d not terminal, slowest took %s", open, slowest.Round(time.Millisecond))
-
-	payments, err := collect[string, string](ctx, r, "payment-svc", `select order_id, status from payments`)
-	if err != nil {
-		return nil, err
-	}
-	reservations, err := collect[string, string](ctx, r, "inventory-svc", `select order_id::text, status from reservations`)
-	if err != nil {
-		return nil, err
-	}
-	truth, err := providerTruth(ctx, r, firstCreated)
-	if err != nil {
-		return nil, fmt.Errorf("read the provider's payments: %w", err)
-	}
-
-	// 2. confirmed ⇔ a succeeded provider payment and committed stock.
-	var bad []string
-	for id, st := range orders {
-		ps := truth[id]
-		succeeded := len(ps) == 1 && ps[0].Status == paymentprovider.StatusSucceeded
-		confirmedSide := payments[id] == "paid" && succeeded && reservations[id] == "COMMITTED"
-		if (st == "CONFIRMED") != confirmedSide {
-			bad = append(bad, fmt.Sprintf("%s %s (payment %q, provider %v, reservation %q)", id, st, payments[id], statuses(ps), reservations[id]))
-		}
-		if len(ps) > 1 {
-			bad = append(bad, fmt.Sprintf("%s has %d provider payments", id, len(ps)))
-		}
-	}
-	add("confirmed ⇔ succeeded provider payment and committed stock", len(bad) == 0, "%s", firstFew(bad, len(orders)))
-
-	// 3. cancelled ⇒ no net charge and the reservation released.
-	bad = bad[:0]
-	for id, st := range orders {
-		if st != "CANCELLED" {
-			continue
-		}
-		for _, p := range truth[id] {
-			if p.Status == paymentprovider.StatusSucceeded || p.Status == paymentprovider.StatusProcessing || p.Status == paymentprovider.StatusPending {
-				bad = append(bad, fmt.Sprintf("%s cancelled but provider payment %s is %s", id, p.ProviderID, p.Status))
-			}
-		}
-		if rs := reservations[id]; rs != "" && rs != "RELEASED" && rs != "REJECTED" {
-			bad = append(bad, fmt.Sprintf("%s cancelled but reservation %s", id, rs))
-		}
-		if ps := payments[id]; ps == "paid" || ps == "pending" {
-			bad = append(bad, fmt.Sprintf("%s cancelled but payment %s", id, ps))
-		}
-	}
-	add("cancelled ⇒ no net charge and reservation released", len(bad) == 0, "%s", firstFew(bad, -1))
-
-	// 4. Stock: never negative, initial = available + reserved + committed,
-	// and committed = what confirmed orders bought.
-	type stock struct {
-		SKU                                    string
-		Received, Available, Reserved, Committ int64
-	}
-	rows, err := r.pools["inventory-svc"].Query(ctx, `select sku, received, available, reserved, committed from stock`)
-	if err != nil {
-		return nil, err
-	}
-	stocks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[stock])
-	if err != nil {
-		return nil, err
-	}
-	bought, err := collect[string, int64](ctx, r, "order-svc", `select i->>'sku', sum((i->>'quantity')::bigint)
-		from orders, jsonb_array_elements(items) i where status = 'CONFIRMED' group by 1`)
-	if err != nil {
-		return nil, err
-	}
-	bad = bad[:0]
-	var totalAvail, totalCommitted int64
-	for _, s := range stocks {
-		totalAvail += s.Available
-		totalCommitted += s.Committ
-		switch {
-		case s.Available < 0 || s.Reserved < 0 || s.Committ < 0:
-			bad = append(bad, fmt.Sprintf("%s negative: %+v", s.SKU, s))
-		case s.Available+s.Reserved+s.Committ != initial[s.SKU]:
-			bad = append(bad, fmt.Sprintf("%s: %d+%d+%d ≠ initial %d", s.SKU, s.Available, s.Reserved, s.Committ, initial[s.SKU]))
-		case s.Committ != bought[s.SKU]:
-			bad = append(bad, fmt.Sprintf("%s: committed %d, confirmed orders bought %d", s.SKU, s.Committ, bought[s.SKU]))
-		}
-	}
-	add("stock never negative; initial = available + reserved + committed", len(bad) == 0 && len(stocks) == len(initial),
-		"%d SKUs, %d units committed, %d available%s", len(stocks), totalCommitted, totalAvail, prefixed(firstFew(bad, -1)))
-
-	// 5. No event applied twice: at most one outcome event per order and
-	// transition, and no transition recorded twice.
-	dupes := count(ctx, r, "order-svc", `select count(*) from (select aggregate_id from outbox
-		where event_type in ('order.confirmed', 'order.cancelled') group by 1 having count(*) > 1) d`) +
-		count(ctx, r, "order-svc", `select count(*) - count(distinct event_id) from order_history`) +
-		count(ctx, r, "inventory-svc", `select count(*) from (select aggregate_id, event_type from outbox group by 1, 2 having count(*) > 1) d`) +
-		count(ctx, r, "payment-svc", `select count(*) from (select payment_id, to_status from payment_transitions group by 1, 2 having count(*) > 1) d`) +
-		count(ctx, r, "payment-svc", `select count(*) from (select aggregate_id, event_type from outbox group by 1, 2 having count(*) > 1) d`)
-	add("no event applied twice", dupes == 0, "%d duplicate effects", dupes)
-	return out, nil
-}
-
-func statuses(ps []paymentprovider.Payment) []string {
-	var s []string
-	for _, p := range ps {
-		s = append(s, string(p.Status))
-	}
-	return s
-}
-
-func firstFew(bad []string, total int) string {
-	if len(bad) == 0 {
-		if total >= 0 {
-			return fmt.Sprintf("%d orders checked against the provider", total)
-		}
-		return ""
-	}
-	if len(bad) > 3 {
-		return fmt.Sprintf("%d violations, e.g. %s", len(bad), strings.Join(bad[:3], "; "))
-	}
-	return strings.Join(bad, "; ")
-}
-
-func prefixed(s string) string {
-	if s == "" {
-		return ""
-	}
-	return "; " + s
 }

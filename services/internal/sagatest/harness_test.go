@@ -59,6 +59,7 @@ type saga struct {
 	procs                      map[string]*exec.Cmd
 	env                        map[string][]string
 	logs                       string
+	stocked                    *stocked
 }
 
 type opts struct {
@@ -75,7 +76,8 @@ func newSaga(t *testing.T, o opts) *saga {
 	admin := testkit.PostgresURL(t)
 	k := testkit.NewKafka(t)
 	prefix := testkit.UniqueName(t, "saga") + "."
-	s := &saga{t: t, procs: map[string]*exec.Cmd{}, env: map[string][]string{}, logs: t.TempDir()}
+	s := &saga{t: t, procs: map[string]*exec.Cmd{}, env: map[string][]string{}, logs: t.TempDir(),
+		stocked: &stocked{units: map[string]int64{}}}
 	free, err := kit.FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +202,9 @@ func (s *saga) stock(items map[string]int) {
 		lines = append(lines, map[string]any{"sku": sku, "quantity": q})
 	}
 	s.post(s.invURL+"/admin/stock", map[string]any{"items": lines}, http.StatusOK, nil)
+	for sku, q := range items {
+		s.stocked.add(sku, q)
+	}
 }
 
 func (s *saga) post(url string, body any, want int, into any) {

@@ -24,6 +24,12 @@ func TestSagaScenariosOnASharedDeployment(t *testing.T) {
 	f.WebhookDuplicateRate, f.WebhookReorderRate, f.WebhookDelay = 1, 0.5, 300*time.Millisecond
 	f.ProcessingDelay = 500 * time.Millisecond // pm_card_processing
 	s := newSaga(t, opts{faults: f})
+	// Runs once every scenario is done, before the deployment stops.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			s.audit()
+		}
+	})
 	for _, sc := range []struct {
 		name string
 		run  func(*testing.T, *saga)
@@ -126,6 +132,7 @@ func TestProvider5xxThenRecoveryChargesOnceAndConfirms(t *testing.T) {
 	if n := s.scalar(s.payment, `select count(distinct provider_payment_id) from payments`); n != "1" {
 		t.Errorf("%s provider payments; want 1", n)
 	}
+	s.audit()
 }
 
 func successKnownOnlyFromTheWebhookConfirms(t *testing.T, s *saga) {
@@ -197,6 +204,7 @@ func TestSuccessAfterTheOrderTimedOutIsRefunded(t *testing.T) {
 	if n := s.scalar(s.payment, `select count(*) from outbox where event_type = 'payment.refunded'`); n != "1" {
 		t.Errorf("%s payment.refunded events; want 1", n)
 	}
+	s.audit()
 }
 
 func TestKill9OfPaymentServiceMidSagaConverges(t *testing.T) {
@@ -223,12 +231,6 @@ func TestKill9OfPaymentServiceMidSagaConverges(t *testing.T) {
 			t.Fatalf("order %s = %s (%s); want CONFIRMED", id, o.Status, o.Reason)
 		}
 	}
-	if n := s.scalar(s.payment, `select count(distinct provider_payment_id) from payments where status = 'paid'`); n != "20" {
-		t.Errorf("%s paid provider payments; want 20", n)
-	}
-	if n := s.scalar(s.payment, `select count(*) from outbox where event_type = 'payment.processed'`); n != "20" {
-		t.Errorf("%s payment.processed events; want 20 (one per payment)", n)
-	}
 	// inventory commits stock on payment.processed, which it consumes
 	// independently of order-svc: a confirmed order does not mean committed
 	// stock yet, only that it will be.
@@ -238,6 +240,9 @@ func TestKill9OfPaymentServiceMidSagaConverges(t *testing.T) {
 		}
 		return nil
 	})
+	// One succeeded provider payment and one payment.processed per order,
+	// though payment-svc died with calls in flight.
+	s.audit()
 }
 
 func concurrentOrdersForTheLastUnitExactlyOneWins(t *testing.T, s *saga) {

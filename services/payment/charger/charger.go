@@ -91,7 +91,7 @@ func New(cfg Config) (*Charger, error) {
 		cfg.MaxBackoff = 10 * time.Second
 	}
 	c := &Charger{cfg: cfg, nudgeCh: make(chan struct{}, 1),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "payment_provider_calls_total",
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_payment_provider_calls_total",
 			Help: "Provider calls by kind (charge, get, refund) and outcome."}, []string{"kind", "outcome"})}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(c.calls); err != nil {

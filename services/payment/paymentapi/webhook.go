@@ -50,7 +50,7 @@ type Webhook struct {
 // NewWebhook returns the handler, registering its metrics on reg if set.
 func NewWebhook(pool *pgxpool.Pool, events outbox.Writer, secret string, log *slog.Logger, reg prometheus.Registerer) (*Webhook, error) {
 	w := &Webhook{Pool: pool, Outbox: events, Secret: secret, Log: log,
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "payment_webhook_deliveries_total",
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_payment_webhook_deliveries_total",
 			Help: "Webhook deliveries by result: applied, unchanged, duplicate, unknown_payment, bad_signature, error."}, []string{"result"})}
 	if reg != nil {
 		if err := reg.Register(w.deliveries); err != nil {

@@ -104,7 +104,7 @@ func apply(ctx context.Context, tx pgx.Tx, ev idempotent.Event, c reconciler.Rep
 	case string(target):
 		// The live path got there first.
 	case c.ExpectedLocalStatus:
-		source := "reconciler:finding-" + strconv.FormatInt(c.FindingID, 10)
+		source := reconciler.RepairSource(c.FindingID)
 		changed, err := write(id, c, source)
 		if err != nil {
 			if errors.Is(err, payment.ErrInvalidTransition) || errors.Is(err, paymentstore.ErrNoProviderID) {

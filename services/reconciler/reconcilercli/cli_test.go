@@ -1,4 +1,4 @@
-package main
+package reconcilercli
 
 import (
 	"context"
@@ -47,8 +47,8 @@ func TestBadUsageIsAUsageError(t *testing.T) {
 	t.Setenv("PROVIDER_API_KEY", "")
 	ctx := context.Background()
 	for name, err := range map[string]error{
-		"no command":           run(ctx, nil),
-		"unknown command":      run(ctx, []string{"reconcile"}),
+		"no command":           Run(ctx, nil, io.Discard),
+		"unknown command":      Run(ctx, []string{"reconcile"}, io.Discard),
 		"resolve without note": findings(ctx, []string{"resolve", "7"}, io.Discard),
 		"resolve without id":   findings(ctx, []string{"resolve"}, io.Discard),
 		"show a non-id":        findings(ctx, []string{"show", "abc"}, io.Discard),

@@ -1,0 +1,125 @@
+package reconcilercli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/services/reconciler"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
+)
+
+// findings is `reconciler findings list|show ID|resolve ID --note …`: the
+// review workflow over recorded drift.
+func findings(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return kit.Usagef("findings: want list, show ID or resolve ID --note …")
+	}
+	sub, rest := args[0], args[1:]
+	c := flags("findings " + sub)
+	var all *bool
+	var kind, note, by *string
+	var limit *int
+	switch sub {
+	case "list":
+		all = c.fs.Bool("all", "", false, "include resolved findings")
+		kind = c.fs.String("kind", "", "", "only this kind")
+		limit = c.fs.Int("limit", "", 100, "at most this many, newest first")
+	case "show":
+	case "resolve":
+		note = c.fs.String("note", "", "", "what was done about it (required)")
+		by = c.fs.String("by", "USER", "operator", "who resolves it")
+	default:
+		return kit.Usagef("findings: unknown subcommand %q (want list, show or resolve)", sub)
+	}
+	// Flags may follow the id: "resolve 42 --note …".
+	var id int64
+	if sub != "list" {
+		if len(rest) == 0 {
+			return kit.Usagef("findings %s: a finding id is required", sub)
+		}
+		n, err := strconv.ParseInt(rest[0], 10, 64)
+		if err != nil || n <= 0 {
+			return kit.Usagef("findings %s: %q is not a finding id", sub, rest[0])
+		}
+		id, rest = n, rest[1:]
+	}
+	if err := c.fs.Parse(rest); err != nil {
+		return err
+	}
+	if sub == "resolve" && strings.TrimSpace(*note) == "" {
+		return kit.Usagef("findings resolve %d: --note saying what was done is required", id)
+	}
+	d, err := c.open(ctx, "findings")
+	if err != nil {
+		return err
+	}
+	defer d.pool.Close()
+	switch sub {
+	case "list":
+		fs, err := d.store.Findings(ctx, reconcilerstore.FindingFilter{All: *all, Kind: reconciler.Kind(*kind), Limit: *limit})
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tPAYMENT\tKIND\tVERDICT\tLOCAL\tPROVIDER\tDETECTED\tRESOLUTION")
+		for _, f := range fs {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", f.ID, f.PaymentID, f.Kind, f.Verdict, f.LocalStatus,
+				dash(f.ExternalStatus), f.DetectedAt.UTC().Format(time.RFC3339), dash(string(f.Resolution)))
+		}
+		return tw.Flush()
+	case "show":
+		f, err := d.store.Finding(ctx, id)
+		if err != nil {
+			return err
+		}
+		printFinding(out, f)
+		return nil
+	default:
+		if err := d.store.Resolve(ctx, id, *by, *note); err != nil {
+			if errors.Is(err, reconciler.ErrFindingNotFound) || errors.Is(err, reconciler.ErrFindingResolved) {
+				return kit.UsageError{Err: err}
+			}
+			return err
+		}
+		fmt.Fprintf(out, "finding %d resolved\n", id)
+		return nil
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func printFinding(w io.Writer, f reconciler.Finding) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, dash(v)) }
+	row("id", strconv.FormatInt(f.ID, 10))
+	row("payment", strconv.FormatInt(f.PaymentID, 10))
+	row("order", f.OrderID)
+	row("provider payment", f.ProviderID)
+	row("kind", string(f.Kind))
+	row("verdict", string(f.Verdict))
+	row("local status", f.LocalStatus)
+	row("provider status", f.ExternalStatus)
+	row("repair command", string(f.RepairCommand))
+	row("command event", f.CommandEventID)
+	row("source", string(f.Source))
+	row("detected", f.DetectedAt.UTC().Format(time.RFC3339))
+	if f.ResolvedAt != nil {
+		row("resolved", f.ResolvedAt.UTC().Format(time.RFC3339))
+	}
+	row("resolution", string(f.Resolution))
+	row("resolved by", f.ResolvedBy)
+	row("note", f.Note)
+	_ = tw.Flush()
+}
