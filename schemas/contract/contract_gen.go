@@ -30,7 +30,7 @@ var entries = map[Type]entry{
 	TypeInventoryReserved:     {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 2},
 	TypeOrderCancelled:        {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 	TypeOrderConfirmed:        {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeOrderCreated:          {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 3},
+	TypeOrderCreated:          {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD_TRANSITIVE", latest: 3},
 	TypePaymentApplyCanceled:  {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 	TypePaymentApplySucceeded: {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 	TypePaymentFailed:         {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},

@@ -176,9 +176,11 @@ func TestCanReadFollowsTheCompatibilityMode(t *testing.T) {
 		reader, written int
 		want            bool
 	}{
-		{contract.TypeOrderCreated, 2, 1, true},   // BACKWARD: new reads previous
-		{contract.TypeOrderCreated, 1, 2, false},  // BACKWARD says nothing of old reading new
-		{contract.TypeOrderCreated, 3, 1, false},  // BACKWARD is not transitive
+		{contract.TypeInventoryReserved, 2, 1, true},  // BACKWARD: new reads previous
+		{contract.TypeInventoryReserved, 1, 2, false}, // BACKWARD says nothing of old reading new
+		{contract.TypeInventoryReserved, 3, 1, false}, // BACKWARD is not transitive
+		{contract.TypeOrderCreated, 3, 1, true},       // BACKWARD_TRANSITIVE: new reads every earlier
+		{contract.TypeOrderCreated, 1, 2, false},
 		{contract.TypeOrderCreated, 1, 1, true},   // same version always
 		{contract.TypeAccountDebited, 1, 3, true}, // FULL_TRANSITIVE: any
 		{contract.TypeAccountDebited, 5, 1, true},

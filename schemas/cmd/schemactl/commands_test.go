@@ -113,7 +113,7 @@ func TestRegisterDryRunChecksAndRegistersNothing(t *testing.T) {
 	}
 	for _, want := range []string{
 		"account-events-value: account.debited v1 (AVRO, FULL_TRANSITIVE): compatible, would register",
-		"order-events-order.created: order.created v2 (JSON, BACKWARD): compatible, would register",
+		"order-events-order.created: order.created v2 (JSON, BACKWARD_TRANSITIVE): compatible, would register",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
