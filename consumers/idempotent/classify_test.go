@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -61,28 +60,6 @@ func TestDecodeReasonNamesTheFailure(t *testing.T) {
 	for _, tt := range tests {
 		if got := decodeReason(tt.err); got != tt.want {
 			t.Errorf("decodeReason(%v) = %s, want %s", tt.err, got, tt.want)
-		}
-	}
-}
-
-func TestBackoffGrowsToTheCapWithJitter(t *testing.T) {
-	lo, hi := 100*time.Millisecond, 2*time.Second
-	tests := []struct {
-		attempt int
-		jitter  float64
-		want    time.Duration
-	}{
-		{0, 0, 50 * time.Millisecond},
-		{0, 0.999999, 100 * time.Millisecond},
-		{1, 0, 100 * time.Millisecond},
-		{3, 0, 400 * time.Millisecond},
-		{5, 0, time.Second}, // 3.2s capped at 2s, half fixed
-		{50, 0.5, 1500 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		got := Backoff(tt.attempt, lo, hi, tt.jitter)
-		if d := got - tt.want; d < -time.Millisecond || d > time.Millisecond {
-			t.Errorf("Backoff(%d, jitter %.2f) = %v, want %v", tt.attempt, tt.jitter, got, tt.want)
 		}
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +13,7 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/infra/testkit/proc"
 )
 
 // TestKill9BetweenDBCommitAndOffsetCommitAppliesOnce kills a consumer
@@ -20,9 +21,8 @@ import (
 // restarted consumer gets the batch again and must skip all of it.
 func TestKill9BetweenDBCommitAndOffsetCommitAppliesOnce(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "crashconsumer")
-	build := exec.Command("go", "build", "-o", bin, "../internal/crashconsumer")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build crashconsumer: %v\n%s", err, out)
+	if err := proc.GoBuild(".", bin, "../internal/crashconsumer"); err != nil {
+		t.Fatal(err)
 	}
 
 	k := testkit.NewKafka(t)
@@ -40,22 +40,14 @@ func TestKill9BetweenDBCommitAndOffsetCommitAppliesOnce(t *testing.T) {
 	}
 	produce(t, cl, recs...)
 
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "GROUP="+group, "TOPIC="+topic,
-		"KAFKA_BROKERS="+k.Brokers[0], "CRASH_AFTER_DB_COMMIT=1")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	crash := proc.Start(t, proc.Command{Name: "crashconsumer", Path: bin, Log: filepath.Join(t.TempDir(), "crashconsumer.log"),
+		Env: []string{"DATABASE_URL=" + dbURL, "GROUP=" + group, "TOPIC=" + topic, "KAFKA_BROKERS=" + k.Brokers[0], "CRASH_AFTER_DB_COMMIT=1"}})
 	select {
-	case err := <-waited:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
-			t.Fatalf("crashconsumer should die by SIGKILL, got %v", err)
+	case <-crash.Exited():
+		if !crash.KilledBy(syscall.SIGKILL) {
+			t.Fatalf("crashconsumer should die by SIGKILL, got %v", crash.ExitErr())
 		}
 	case <-time.After(90 * time.Second):
-		_ = cmd.Process.Kill()
 		t.Fatal("crashconsumer did not kill itself")
 	}
 

@@ -2,11 +2,12 @@ package idempotent
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/infra/backoff"
 )
 
 // partitionWorker applies the batches of one partition in order. The poll
@@ -156,7 +157,8 @@ func (w *partitionWorker) apply(q queued) bool {
 		}
 		r.m.retries.WithLabelValues(r.cfg.Group, w.tp.topic).Inc()
 		r.m.retried.Add(1)
-		delay := Backoff(attempt, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax, rand.Float64())
+		// Jittered, so that partitions failing together do not retry in lockstep.
+		delay := backoff.Jittered(backoff.Exponential(attempt+1, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax))
 		r.cfg.Logger.Warn("batch failed, will retry; offsets do not move", "group", r.cfg.Group,
 			"topic", last.Topic, "partition", last.Partition, "from_offset", q.recs[0].Offset, "to_offset", last.Offset,
 			"attempt", attempt+1, "retry_in", delay, "err", err)
@@ -194,18 +196,4 @@ func (r *Runner) observe(tp topicPartition, res batchResult, took time.Duration,
 	r.m.batchesN.Add(1)
 	r.m.latency.WithLabelValues(g).Observe(took.Seconds())
 	r.m.lag.WithLabelValues(g, tp.topic, partLabel(tp.partition)).Set(float64(max(lag, 0)))
-}
-
-// Backoff is the delay before retry number attempt (0-based) of a batch:
-// exponential from lo, capped at hi, with "equal jitter" (half fixed, half
-// random by jitter in [0,1)) so that partitions failing together do not
-// retry in lockstep.
-func Backoff(attempt int, lo, hi time.Duration, jitter float64) time.Duration {
-	d := lo
-	for i := 0; i < attempt && d < hi; i++ {
-		d *= 2
-	}
-	d = min(d, hi)
-	half := d / 2
-	return half + time.Duration(float64(half)*jitter)
 }

@@ -9,4 +9,9 @@
 //   - Private instances (PrivateKafka, PrivatePostgres) on free ports for tests
 //     that stop, kill or restart the broker or the database, so packages running
 //     in parallel against the shared stack are never disturbed.
+//   - Child processes (package proc): start a binary with its arguments and
+//     environment, its output in a log, wait until it is ready, pause it
+//     (SIGSTOP/SIGCONT), kill it (SIGKILL), stop it gracefully, restart it.
+//     The private instances, the relay and saga tests, the crash test and
+//     the demo all run their children through it.
 package testkit

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
-	"strings"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/infra/testkit/proc"
 )
 
 // PrivatePostgres is a PostgreSQL server of the test's own, on a free port,
@@ -22,7 +26,8 @@ import (
 type PrivatePostgres struct {
 	URL  string // admin URL (database postgres)
 	Port int
-	proc *process
+	cmd  proc.Command
+	proc *proc.Process
 }
 
 // NewPrivatePostgres initialises and starts a private server; it is removed
@@ -59,19 +64,19 @@ func NewPrivatePostgres(t testing.TB) *PrivatePostgres {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	port := freePort(t)
+	port := freePorts(t, 1)[0]
 	p := &PrivatePostgres{
 		Port: port,
 		URL:  fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		proc: &process{
-			name: "postgres",
-			argv: []string{filepath.Join(bin, "postgres"), "-D", data, "-p", fmt.Sprint(port), "-k", dir,
+		cmd: proc.Command{
+			Name: "postgres",
+			Path: filepath.Join(bin, "postgres"),
+			Args: []string{"-D", data, "-p", fmt.Sprint(port), "-k", dir,
 				"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"},
-			log:  filepath.Join(dir, "postgres.log"),
-			cred: cred,
+			Log:        filepath.Join(dir, "postgres.log"),
+			Credential: cred,
 		},
 	}
-	t.Cleanup(func() { _ = p.proc.signal(syscall.SIGKILL, 10*time.Second) })
 	p.Start(t)
 	return p
 }
@@ -79,12 +84,8 @@ func NewPrivatePostgres(t testing.TB) *PrivatePostgres {
 // Start starts (or restarts) the server and waits until it accepts connections.
 func (p *PrivatePostgres) Start(t testing.TB) {
 	t.Helper()
-	if err := p.proc.start(); err != nil {
-		t.Fatal(err)
-	}
-	err := waitFor(60*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
+	p.proc = startOrRestart(t, p.proc, p.cmd)
+	err := p.proc.WaitFor(context.Background(), 60*time.Second, "accepting connections", func(ctx context.Context) error {
 		c, err := pgx.Connect(ctx, p.URL)
 		if err != nil {
 			return err
@@ -92,14 +93,14 @@ func (p *PrivatePostgres) Start(t testing.TB) {
 		return c.Close(ctx)
 	})
 	if err != nil {
-		t.Fatalf("private postgres did not come up: %v (log %s)", err, p.proc.log)
+		t.Fatalf("private postgres did not come up: %v", err)
 	}
 }
 
 // Stop shuts the server down fast (SIGINT: aborts sessions, clean checkpoint).
 func (p *PrivatePostgres) Stop(t testing.TB) {
 	t.Helper()
-	if err := p.proc.signal(syscall.SIGINT, 30*time.Second); err != nil {
+	if err := p.proc.Stop(syscall.SIGINT, 30*time.Second); err != nil {
 		t.Log(err)
 	}
 }
@@ -107,14 +108,15 @@ func (p *PrivatePostgres) Stop(t testing.TB) {
 // Kill kills the server with SIGKILL, as a crash would.
 func (p *PrivatePostgres) Kill(t testing.TB) {
 	t.Helper()
-	_ = p.proc.signal(syscall.SIGKILL, 10*time.Second)
+	p.proc.Kill()
 }
 
 // PrivateKafka is a single-node KRaft broker of the test's own, on free
 // ports, that the test may stop, kill and restart with its data kept.
 type PrivateKafka struct {
 	Brokers []string
-	proc    *process
+	cmd     proc.Command
+	proc    *proc.Process
 }
 
 // NewPrivateKafka formats and starts a private broker from the jars that
@@ -127,7 +129,8 @@ func NewPrivateKafka(t testing.TB) *PrivateKafka {
 		t.Fatal("CONCORD_KAFKA_CLASSPATH is not set: run the tests with `make test` (infra/local/up resolves the broker jars and sets it)")
 	}
 	dir := t.TempDir()
-	port, cport := freePort(t), freePort(t)
+	ports := freePorts(t, 2)
+	port, cport := ports[0], ports[1]
 	props := fmt.Sprintf(`process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:%[2]d
@@ -151,18 +154,17 @@ group.initial.rebalance.delay.ms=0
 		t.Fatal(err)
 	}
 	java := func(args ...string) []string {
-		return append([]string{"java", "-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		return append([]string{"-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 			"-Dkafka.logs.dir=" + dir, "-cp", cp}, args...)
 	}
 	format := java("kafka.tools.StorageTool", "format", "--standalone", "-t", "concord-private-test1", "-c", cfg)
-	if out, err := exec.Command(format[0], format[1:]...).CombinedOutput(); err != nil {
+	if out, err := exec.Command("java", format...).CombinedOutput(); err != nil {
 		t.Fatalf("kafka storage format: %v\n%s", err, out)
 	}
 	k := &PrivateKafka{
 		Brokers: []string{fmt.Sprintf("127.0.0.1:%d", port)},
-		proc:    &process{name: "kafka", argv: java("kafka.Kafka", cfg), log: filepath.Join(dir, "stdout.log")},
+		cmd:     proc.Command{Name: "kafka", Path: "java", Args: java("kafka.Kafka", cfg), Log: filepath.Join(dir, "stdout.log")},
 	}
-	t.Cleanup(func() { _ = k.proc.signal(syscall.SIGKILL, 10*time.Second) })
 	k.Start(t)
 	return k
 }
@@ -173,21 +175,14 @@ func (k *PrivateKafka) Kafka() *Kafka { return &Kafka{Brokers: k.Brokers, Kind: 
 // Start starts (or restarts) the broker and waits until it answers metadata.
 func (k *PrivateKafka) Start(t testing.TB) {
 	t.Helper()
-	if err := k.proc.start(); err != nil {
-		t.Fatal(err)
-	}
+	k.proc = startOrRestart(t, k.proc, k.cmd)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	err = waitFor(90*time.Second, func() error {
-		if !k.proc.running() {
-			return fmt.Errorf("broker exited")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
+	err = k.proc.WaitFor(context.Background(), 90*time.Second, "answering metadata", func(ctx context.Context) error {
 		md, err := adm.BrokerMetadata(ctx)
 		if err == nil && len(md.Brokers) == 0 {
 			err = fmt.Errorf("no brokers in metadata")
@@ -195,15 +190,14 @@ func (k *PrivateKafka) Start(t testing.TB) {
 		return err
 	})
 	if err != nil {
-		out, _ := os.ReadFile(k.proc.log)
-		t.Fatalf("private kafka did not come up: %v\n%s", err, tail(string(out), 3000))
+		t.Fatalf("private kafka did not come up: %v\n%s", err, k.proc.LogTail(3000))
 	}
 }
 
 // Stop shuts the broker down cleanly (SIGTERM).
 func (k *PrivateKafka) Stop(t testing.TB) {
 	t.Helper()
-	if err := k.proc.signal(syscall.SIGTERM, 60*time.Second); err != nil {
+	if err := k.proc.Stop(syscall.SIGTERM, 60*time.Second); err != nil {
 		t.Log(err)
 	}
 }
@@ -211,12 +205,43 @@ func (k *PrivateKafka) Stop(t testing.TB) {
 // Kill kills the broker with SIGKILL.
 func (k *PrivateKafka) Kill(t testing.TB) {
 	t.Helper()
-	_ = k.proc.signal(syscall.SIGKILL, 10*time.Second)
+	k.proc.Kill()
 }
 
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
+// startOrRestart starts cmd the first time (killed when the test ends) and
+// restarts p after that.
+func startOrRestart(t testing.TB, p *proc.Process, cmd proc.Command) *proc.Process {
+	t.Helper()
+	if p == nil {
+		return proc.Start(t, cmd)
 	}
-	return "…" + s[strings.LastIndex(s[:len(s)-n], "\n")+1:]
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// freePorts returns n distinct free loopback ports.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports, err := kit.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports
+}
+
+// postgresCredential returns the postgres user's credentials when running as
+// root: the server refuses to run as root.
+func postgresCredential() (*syscall.Credential, int, int, error) {
+	if os.Geteuid() != 0 {
+		return nil, -1, -1, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("running as root needs a postgres user to run the server: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, uid, gid, nil
 }

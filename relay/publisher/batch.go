@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/concordhq/concord/infra/backoff"
 	"github.com/concordhq/concord/schemas"
 )
 
@@ -114,7 +115,7 @@ type flight struct {
 // out and the guard holds back every later row of their keys until N is
 // committed; rows of different keys have no order to keep.
 func (r *Relay) runWorker(ctx context.Context, i int) {
-	errWait := r.cfg.BackoffMin
+	retry := backoff.Loop{First: r.cfg.BackoffMin, Max: 5 * time.Second}
 	var inFlight *flight
 	defer func() {
 		// Drain: the last batch's acks are waited for and its rows marked,
@@ -152,16 +153,16 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 		}
 		inFlight = next
 		if err != nil {
+			wait := retry.Failed()
 			if ctx.Err() == nil {
-				r.log.Warn("outbox batch failed; retrying", "worker", i, "err", err, "retry_in", errWait)
+				r.log.Warn("outbox batch failed; retrying", "worker", i, "err", err, "retry_in", wait)
 			}
 			if inFlight == nil {
-				r.sleep(ctx, -1, errWait)
+				r.sleep(ctx, -1, wait)
 			}
-			errWait = min(errWait*2, 5*time.Second)
 			continue
 		}
-		errWait = r.cfg.BackoffMin
+		retry.Succeeded()
 		if inFlight != nil || res.published > 0 || res.failed > 0 {
 			continue // progress: more may be due right away
 		}
@@ -458,7 +459,7 @@ func (f *failedRows) add(rw row, err error, cfg Config) {
 	f.ids = append(f.ids, rw.id)
 	f.attempts = append(f.attempts, int32(attempts))
 	f.errs = append(f.errs, fmt.Sprintf("produce event %s (%s) to topic %s, key %s: %v", rw.eventID, rw.eventType, rw.topic, rw.key, err))
-	f.delayMS = append(f.delayMS, Backoff(attempts, cfg.BackoffMin, cfg.BackoffMax).Milliseconds())
+	f.delayMS = append(f.delayMS, backoff.Exponential(attempts, cfg.BackoffMin, cfg.BackoffMax).Milliseconds())
 	f.park = append(f.park, park)
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/concordhq/concord/infra/backoff"
 	"github.com/concordhq/concord/relay/outbox"
 )
 
@@ -15,15 +16,15 @@ import (
 // and after reconnecting they are woken once in case a notification was
 // missed.
 func (r *Relay) listen(ctx context.Context) {
-	retry := r.cfg.BackoffMin
+	retry := backoff.Loop{First: r.cfg.BackoffMin, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		err := r.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		r.log.Warn("outbox listener disconnected; polling until it is back", "err", err, "retry_in", retry)
-		r.sleep(ctx, -1, retry)
-		retry = min(retry*2, 5*time.Second)
+		wait := retry.Failed()
+		r.log.Warn("outbox listener disconnected; polling until it is back", "err", err, "retry_in", wait)
+		r.sleep(ctx, -1, wait)
 	}
 }
 

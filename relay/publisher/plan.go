@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -92,23 +91,6 @@ func Settle(keys []string, errs []error) (verdicts []Verdict, overtaken int) {
 		}
 	}
 	return verdicts, overtaken
-}
-
-// Backoff is the wait before attempt number attempts+1, given that the row
-// has now failed attempts times (attempts >= 1): min doubling per failure,
-// capped at max.
-func Backoff(attempts int, min, max time.Duration) time.Duration {
-	d := min
-	for i := 1; i < attempts; i++ {
-		d *= 2
-		if d >= max || d <= 0 {
-			return max
-		}
-	}
-	if d > max {
-		return max
-	}
-	return d
 }
 
 // Park says whether a row that has now failed attempts times is parked.

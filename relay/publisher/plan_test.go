@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -67,22 +66,6 @@ func TestSettleNeverPublishesARowAfterAFailureOfItsKey(t *testing.T) {
 				t.Fatalf("got %v (overtaken %d), want %v (%d)", got, over, tc.want, tc.overtaken)
 			}
 		})
-	}
-}
-
-func TestBackoffDoublesUpToTheCap(t *testing.T) {
-	min, max := 100*time.Millisecond, 5*time.Second
-	cases := []struct {
-		attempts int
-		want     time.Duration
-	}{
-		{1, 100 * time.Millisecond}, {2, 200 * time.Millisecond}, {3, 400 * time.Millisecond},
-		{6, 3200 * time.Millisecond}, {7, 5 * time.Second}, {1000, 5 * time.Second}, {0, 100 * time.Millisecond},
-	}
-	for _, c := range cases {
-		if got := Backoff(c.attempts, min, max); got != c.want {
-			t.Errorf("Backoff(%d) = %v, want %v", c.attempts, got, c.want)
-		}
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/concordhq/concord/infra/backoff"
 )
 
 // SignatureHeader returns the Stripe-Signature header for payload sent at
@@ -182,14 +184,11 @@ func (s *Server) delivered(d *delivery, err error) {
 		s.log.Warn("providersim: giving up webhook", "event_id", d.eventID, "endpoint", d.endpoint, "attempts", d.attempt, "err", err)
 		return
 	}
-	backoff := s.cfg.WebhookBackoff << (d.attempt - 1)
-	if backoff > s.cfg.WebhookMaxBackoff || backoff <= 0 {
-		backoff = s.cfg.WebhookMaxBackoff
-	}
+	wait := backoff.Exponential(d.attempt, s.cfg.WebhookBackoff, s.cfg.WebhookMaxBackoff)
 	d.held = false
-	d.due = s.clock.Now().Add(backoff)
+	d.due = s.clock.Now().Add(wait)
 	s.hooks.pending = append(s.hooks.pending, d)
-	s.log.Info("providersim: webhook failed, will retry", "event_id", d.eventID, "endpoint", d.endpoint, "attempt", d.attempt, "backoff", backoff, "err", err)
+	s.log.Info("providersim: webhook failed, will retry", "event_id", d.eventID, "endpoint", d.endpoint, "attempt", d.attempt, "backoff", wait, "err", err)
 }
 
 // send makes one delivery attempt, signed at the moment of sending.

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/relay/internal/relaytest"
 	"github.com/concordhq/concord/relay/outbox"
 )
@@ -72,7 +74,7 @@ func TestThreeRelaysKeepPerKeyOrderAndTakeOverTheShardsOfOneKilled(t *testing.T)
 	keys := relaytest.Keys(500)
 	const perKey = 100 // 50,000 events
 	args := []string{"--batch-size", "500", "--shards", "32"}
-	relays := []*relaytest.Proc{
+	relays := []*proc.Process{
 		relaytest.StartRelay(t, "relay-a", url, k.Brokers, args...),
 		relaytest.StartRelay(t, "relay-b", url, k.Brokers, args...),
 		relaytest.StartRelay(t, "relay-c", url, k.Brokers, args...),
@@ -118,8 +120,12 @@ func TestThreeRelaysKeepPerKeyOrderAndTakeOverTheShardsOfOneKilled(t *testing.T)
 	})
 	t.Logf("%s", check.Summary(keys, perKey))
 	for _, r := range relays[1:] {
-		if err := r.Term(30 * time.Second); err != nil {
-			t.Errorf("%s on SIGTERM: %v", r.Name, err)
+		err := r.Stop(syscall.SIGTERM, 30*time.Second)
+		if err == nil {
+			err = r.ExitErr()
+		}
+		if err != nil {
+			t.Errorf("%s on SIGTERM: %v", r.Name(), err)
 		}
 	}
 }
@@ -176,7 +182,7 @@ func TestRelayMetricsEndpointShowsTheBacklogAndTheParkedRows(t *testing.T) {
 	}
 	relaytest.Fill(t, pool, topic, others, 20, 0)
 	p := relaytest.StartRelay(t, "relay-metrics", url, k.Brokers, "--shards", "4", "--metrics-interval", "100ms")
-	addr := p.HTTPAddr(t, 30*time.Second)
+	addr := relaytest.HTTPAddr(t, p, 30*time.Second)
 
 	gauges := func(backlog, parked float64) func() error {
 		return func() error {

@@ -8,13 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas/contract"
 )
@@ -386,11 +385,7 @@ func BuildRelay(t testing.TB) string {
 		_, file, _, _ := runtime.Caller(0)
 		modRoot := filepath.Join(filepath.Dir(file), "..", "..")
 		buildBin = filepath.Join(dir, "relay")
-		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/relay")
-		cmd.Dir = modRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build relay: %v\n%s", err, out)
-		}
+		buildErr = proc.GoBuild(modRoot, buildBin, "./cmd/relay")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -398,70 +393,22 @@ func BuildRelay(t testing.TB) string {
 	return buildBin
 }
 
-// Proc is a relay process the test owns.
-type Proc struct {
-	Name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
 // StartRelay runs the relay binary with args (plus --http-addr=127.0.0.1:0
 // and text logs to a file), killed when the test ends.
-func StartRelay(t testing.TB, name, dbURL string, brokers []string, args ...string) *Proc {
+func StartRelay(t testing.TB, name, dbURL string, brokers []string, args ...string) *proc.Process {
 	t.Helper()
-	bin := BuildRelay(t)
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	all := append([]string{"--database-url", dbURL, "--kafka-brokers", strings.Join(brokers, ","),
 		"--http-addr", "127.0.0.1:0", "--rebalance-interval", "500ms", "--poll-interval", "500ms"}, args...)
-	cmd := exec.Command(bin, all...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), "LOG_LEVEL=info")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &Proc{Name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); f.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("%s log (tail):\n%s", name, tail(string(b), 4000))
-		}
-	})
-	return p
+	return proc.Start(t, proc.Command{Name: name, Path: BuildRelay(t), Args: all, Env: []string{"LOG_LEVEL=info"},
+		Log: filepath.Join(t.TempDir(), name+".log")})
 }
 
-// Kill sends SIGKILL and waits for the exit.
-func (p *Proc) Kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// Term sends SIGTERM and waits up to timeout for the exit, returning the
-// process's exit error (nil for exit 0).
-func (p *Proc) Term(timeout time.Duration) error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(timeout):
-		p.Kill()
-		return fmt.Errorf("%s did not exit within %s of SIGTERM", p.Name, timeout)
-	}
-}
-
-// HTTPAddr waits for the process to log the address of its ops server
-// (it listens on an ephemeral port) and returns it.
-func (p *Proc) HTTPAddr(t testing.TB, timeout time.Duration) string {
+// HTTPAddr waits for a relay to log the address of its ops server (it
+// listens on an ephemeral port) and returns it.
+func HTTPAddr(t testing.TB, p *proc.Process, timeout time.Duration) string {
 	t.Helper()
 	var addr string
-	WaitFor(t, timeout, p.Name+" logs its http address", func() error {
+	err := p.WaitFor(context.Background(), timeout, "logging its http address", func(context.Context) error {
 		m := httpAddrRE.FindStringSubmatch(p.Log())
 		if m == nil {
 			return fmt.Errorf("not yet")
@@ -469,20 +416,10 @@ func (p *Proc) HTTPAddr(t testing.TB, timeout time.Duration) string {
 		addr = m[1]
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return addr
 }
 
 var httpAddrRE = regexp.MustCompile(`http listening.*?addr"?[=:]"?([0-9.]+:[0-9]+)`)
-
-// Log returns the process's log so far.
-func (p *Proc) Log() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
-}

@@ -31,7 +31,7 @@ func startReconciler(ctx context.Context, r *running, c config, port int) error 
 		return err
 	}
 	r.procs = append(r.procs, p)
-	return p.waitReady(ctx, r.recURL+"/readyz", 30*time.Second)
+	return p.WaitReady(ctx, r.recURL+"/readyz", 30*time.Second)
 }
 
 // reconcilerSummary prints what the reconciler saw and did, from its

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/services/internal/loadgen"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 )
@@ -26,7 +28,7 @@ const (
 )
 
 type running struct {
-	procs                         []*proc
+	procs                         []*proc.Process
 	orderURL, invURL, payURL, sim string
 	recURL                        string // empty when no reconciler runs (--bench)
 	pools                         map[string]*pgxpool.Pool
@@ -37,7 +39,7 @@ type running struct {
 func (r *running) stop() {
 	// Services first (they drain and commit), the provider last.
 	for i := len(r.procs) - 1; i >= 0; i-- {
-		r.procs[i].stop(25 * time.Second)
+		_ = r.procs[i].Stop(syscall.SIGTERM, 25*time.Second)
 	}
 	for _, p := range r.pools {
 		p.Close()
@@ -205,7 +207,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		return r, err
 	}
 	r.procs = append(r.procs, sim)
-	if err := sim.waitReady(ctx, r.sim+"/healthz", 20*time.Second); err != nil {
+	if err := sim.WaitReady(ctx, r.sim+"/healthz", 20*time.Second); err != nil {
 		return r, err
 	}
 
@@ -237,7 +239,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 	r.adm = kadm.NewClient(cl)
 	for i, s := range specs {
 		r.groups = append(r.groups, c.prefix+s.name)
-		if err := r.procs[i+1].waitReady(ctx, url(s.name)+"/readyz", 60*time.Second); err != nil {
+		if err := r.procs[i+1].WaitReady(ctx, url(s.name)+"/readyz", 60*time.Second); err != nil {
 			return r, err
 		}
 		pool, err := pgxpool.New(ctx, c.dbURLs[s.name])

@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/providersim"
 )
@@ -36,9 +37,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	cmd := exec.Command("go", "build", "-o", dir+"/", "../../cmd/order-svc", "../../cmd/inventory-svc", "../../cmd/payment-svc")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
+	if err := proc.GoBuild(".", dir+"/", "../../cmd/order-svc", "../../cmd/inventory-svc", "../../cmd/payment-svc"); err != nil {
 		fmt.Fprintln(os.Stderr, "build services:", err)
 		os.Exit(1)
 	}
@@ -56,7 +55,7 @@ type saga struct {
 	simURL                     string
 	orderURL, invURL, payURL   string
 	orders, inventory, payment *pgxpool.Pool
-	procs                      map[string]*exec.Cmd
+	procs                      map[string]*proc.Process
 	env                        map[string][]string
 	logs                       string
 	stocked                    *stocked
@@ -76,7 +75,7 @@ func newSaga(t *testing.T, o opts) *saga {
 	admin := testkit.PostgresURL(t)
 	k := testkit.NewKafka(t)
 	prefix := testkit.UniqueName(t, "saga") + "."
-	s := &saga{t: t, procs: map[string]*exec.Cmd{}, env: map[string][]string{}, logs: t.TempDir(),
+	s := &saga{t: t, procs: map[string]*proc.Process{}, env: map[string][]string{}, logs: t.TempDir(),
 		stocked: &stocked{units: map[string]int64{}}}
 	free, err := kit.FreePorts(3)
 	if err != nil {
@@ -117,23 +116,14 @@ func newSaga(t *testing.T, o opts) *saga {
 		s.waitReady(name, url(name))
 	}
 	s.orders, s.inventory, s.payment = testkit.Pool(t, dbs["order-svc"]), testkit.Pool(t, dbs["inventory-svc"]), testkit.Pool(t, dbs["payment-svc"])
+	// The services drain on SIGTERM, all at once; each process's own
+	// cleanup (proc.Start) then logs its tail if the test failed.
 	t.Cleanup(func() {
-		for _, c := range s.procs {
-			_ = c.Process.Signal(syscall.SIGTERM)
+		var wg sync.WaitGroup
+		for _, p := range s.procs {
+			wg.Go(func() { _ = p.Stop(syscall.SIGTERM, 10*time.Second) })
 		}
-		for name, c := range s.procs {
-			done := make(chan struct{})
-			go func() { _ = c.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				_ = c.Process.Kill()
-			}
-			if t.Failed() {
-				b, _ := os.ReadFile(filepath.Join(s.logs, name+".log"))
-				t.Logf("%s log (tail):\n%s", name, tail(string(b), 3000))
-			}
-		}
+		wg.Wait()
 	})
 	return s
 }
@@ -146,47 +136,27 @@ func (s *saga) on(t *testing.T) *saga {
 	return &c
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
+// start starts a service, or restarts it after kill9; its log continues.
 func (s *saga) start(name string) {
-	f, err := os.OpenFile(filepath.Join(s.logs, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		s.t.Fatal(err)
+	s.t.Helper()
+	if p := s.procs[name]; p != nil {
+		if err := p.Restart(); err != nil {
+			s.t.Fatal(err)
+		}
+		return
 	}
-	cmd := exec.Command(filepath.Join(binDir, name))
-	cmd.Env = append(os.Environ(), s.env[name]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.procs[name] = cmd
+	s.procs[name] = proc.Start(s.t, proc.Command{Name: name, Path: filepath.Join(binDir, name), Env: s.env[name],
+		Log: filepath.Join(s.logs, name+".log")})
 }
 
 // kill9 kills a service without letting it drain.
-func (s *saga) kill9(name string) {
-	c := s.procs[name]
-	_ = c.Process.Kill()
-	_, _ = c.Process.Wait()
-}
+func (s *saga) kill9(name string) { s.procs[name].Kill() }
 
 func (s *saga) waitReady(name, base string) {
 	s.t.Helper()
-	eventually(s.t, 60*time.Second, name+" ready", func() error {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("%s", resp.Status)
-		}
-		return nil
-	})
+	if err := s.procs[name].WaitReady(context.Background(), base+"/readyz", 60*time.Second); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // eventually polls cond until it returns nil or the deadline passes.

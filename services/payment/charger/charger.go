@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concordhq/concord/infra/backoff"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
@@ -35,6 +36,10 @@ type Gateway interface {
 	Get(ctx context.Context, providerID string) (paymentprovider.Payment, error)
 	Refund(ctx context.Context, providerID, idemKey string) (paymentprovider.Refund, error)
 }
+
+// firstRetry is the wait after the first attempt the provider did not
+// answer; it doubles per attempt up to Config.MaxBackoff.
+const firstRetry = 200 * time.Millisecond
 
 // Config configures a Charger; zero values take the defaults named.
 type Config struct {
@@ -190,14 +195,6 @@ func (c *Charger) claim(ctx context.Context, limit int) (charges, refunds []paym
 	return charges, refunds, err
 }
 
-func (c *Charger) backoff(attempts int) time.Duration {
-	d := 200 * time.Millisecond
-	for i := 1; i < attempts && d < c.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, c.cfg.MaxBackoff)
-}
-
 // Outcome maps the gateway's status to the payment service's outcome.
 func Outcome(s paymentprovider.Status) payment.Outcome {
 	switch s {
@@ -233,7 +230,7 @@ func (c *Charger) charge(ctx context.Context, p paymentstore.Payment) error {
 	case errors.Is(err, paymentprovider.ErrUnavailable), errors.Is(err, paymentprovider.ErrNotFound):
 		// No answer: the charge may or may not exist. Same key next time.
 		c.calls.WithLabelValues(kind, "unavailable").Inc()
-		return paymentstore.RetryChargeAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(c.backoff(p.Attempts)), "", err.Error())
+		return paymentstore.RetryChargeAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(backoff.Exponential(p.Attempts, firstRetry, c.cfg.MaxBackoff)), "", err.Error())
 	case errors.Is(err, paymentprovider.ErrInvalidRequest):
 		// The provider refused the request itself; nothing was charged.
 		c.calls.WithLabelValues(kind, "refused").Inc()
@@ -284,7 +281,7 @@ func (c *Charger) refund(ctx context.Context, p paymentstore.Payment) error {
 				return c.record(ctx, p, got, "refund")
 			}
 		}
-		return paymentstore.RetryRefundAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(c.backoff(p.Attempts)), err.Error())
+		return paymentstore.RetryRefundAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(backoff.Exponential(p.Attempts, firstRetry, c.cfg.MaxBackoff)), err.Error())
 	}
 	c.calls.WithLabelValues("refund", r.Status).Inc()
 	c.cfg.Log.Info("refunded payment of cancelled order", "payment_id", p.ID, "order_id", p.OrderID,
