@@ -131,3 +131,35 @@ func (m *Mux) Handle(ctx context.Context, tx pgx.Tx, ev Event, out outbox.Emitte
 func (m *Mux) Types() []contract.Type {
 	return slices.Sorted(maps.Keys(m.routes))
 }
+
+// Collect is a BatchHandler for a set-based store: read turns each event
+// into the item the store applies (ok false: a type the handler does not
+// act on; an error names the event and fails the batch), and apply writes
+// the items of the batch at once, emitting through out. A batch with no
+// items costs nothing.
+func Collect[T any](read func(Event) (item T, ok bool, err error), apply func(ctx context.Context, tx pgx.Tx, out outbox.Emitter, items []T) error) BatchHandler {
+	return func(ctx context.Context, tx pgx.Tx, evs []Event, out outbox.Emitter) error {
+		items := make([]T, 0, len(evs))
+		for _, ev := range evs {
+			it, ok, err := read(ev)
+			if err != nil {
+				return err
+			}
+			if ok {
+				items = append(items, it)
+			}
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		return apply(ctx, tx, out, items)
+	}
+}
+
+// One is h as a per-event Handler: the batch of one event, which a
+// BatchHandler must treat as it would the event among others.
+func (h BatchHandler) One() Handler {
+	return func(ctx context.Context, tx pgx.Tx, ev Event, out outbox.Emitter) error {
+		return h(ctx, tx, []Event{ev}, out)
+	}
+}

@@ -69,29 +69,8 @@ func opOf(ev idempotent.Event) (op inventorystore.Op, ok bool, err error) {
 // writes the events it emits with one COPY. Events of other types are
 // ignored.
 func BatchHandler() idempotent.BatchHandler {
-	return func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, out outbox.Emitter) error {
-		ops := make([]inventorystore.Op, 0, len(evs))
-		for _, ev := range evs {
-			op, ok, err := opOf(ev)
-			if err != nil {
-				return err
-			}
-			if ok {
-				ops = append(ops, op)
-			}
-		}
-		if len(ops) == 0 {
-			return nil
-		}
+	return idempotent.Collect(opOf, func(ctx context.Context, tx pgx.Tx, out outbox.Emitter, ops []inventorystore.Op) error {
 		_, err := inventorystore.ApplyBatch(ctx, tx, out, ops)
 		return err
-	}
-}
-
-// Handler applies one event alone, for a runner with a per-event Handler;
-// it gives the same outcome as BatchHandler for a batch of one.
-func Handler() idempotent.Handler {
-	return func(ctx context.Context, tx pgx.Tx, ev idempotent.Event, out outbox.Emitter) error {
-		return BatchHandler()(ctx, tx, []idempotent.Event{ev}, out)
-	}
+	})
 }

@@ -75,34 +75,8 @@ func signalOf(ev idempotent.Event) (s orderstore.Signal, ok bool, err error) {
 // (another deployment on the same topics) change nothing and are not worth
 // a dead letter.
 func BatchHandler() idempotent.BatchHandler {
-	return func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, out outbox.Emitter) error {
-		sigs := make([]orderstore.Signal, 0, len(evs))
-		for _, ev := range evs {
-			s, ok, err := signalOf(ev)
-			if err != nil {
-				return err
-			}
-			if ok {
-				sigs = append(sigs, s)
-			}
-		}
-		if len(sigs) == 0 {
-			return nil
-		}
+	return idempotent.Collect(signalOf, func(ctx context.Context, tx pgx.Tx, out outbox.Emitter, sigs []orderstore.Signal) error {
 		_, err := orderstore.ApplyBatch(ctx, tx, out, sigs)
 		return err
-	}
-}
-
-// Handler applies one event's signal alone, for a runner with a per-event
-// Handler; it gives the same outcome as BatchHandler for a batch of one.
-func Handler() idempotent.Handler {
-	return func(ctx context.Context, tx pgx.Tx, ev idempotent.Event, out outbox.Emitter) error {
-		s, ok, err := signalOf(ev)
-		if err != nil || !ok {
-			return err
-		}
-		_, err = orderstore.ApplyBatch(ctx, tx, out, []orderstore.Signal{s})
-		return err
-	}
+	})
 }

@@ -159,7 +159,7 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 	}
 	run("payment commands", commands.Run)
 	orderEvents, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "order-svc"), Topics: []string{prefix + "payment-events"},
-		Pool: orders, Kafka: kcfg, Handler: orderconsumer.Handler(), Outbox: events})
+		Pool: orders, Kafka: kcfg, Handler: orderconsumer.BatchHandler().One(), Outbox: events})
 	if err != nil {
 		t.Fatal(err)
 	}
