@@ -215,25 +215,73 @@ func (c *Catalog) Validate(envelope []byte) error {
 // whatever the event says of itself (schema review uses it to run old examples
 // against new versions).
 func (c *Catalog) ValidateAs(typ string, version int, event []byte) error {
-	e, err := c.Lookup(typ)
+	s, err := c.schema(typ, version)
 	if err != nil {
 		return err
 	}
-	s, ok := c.schemas[schemaID{typ, version}]
-	if !ok {
-		return fmt.Errorf("%w: %s v%d (known: %v)", ErrUnknownVersion, typ, version, e.Versions)
-	}
-	doc, ok := parseFast(event)
-	if ok && s.fast != nil && s.fast.accepts(doc) {
+	doc, parsed, accepted := s.acceptsFast(event)
+	if accepted {
 		return nil
 	}
-	if !ok {
-		dec := json.NewDecoder(bytes.NewReader(event))
-		dec.UseNumber() // keep integers exact for integer/minimum rules
-		if err := dec.Decode(&doc); err != nil {
-			return &ValidationError{Pointer: "", Rule: "json", Message: err.Error()}
+	if !parsed {
+		if doc, err = decodeDocument(event); err != nil {
+			return err
 		}
 	}
+	return s.validate(typ, version, doc)
+}
+
+// validateSlow is ValidateAs without its fast path: the event decoded by
+// encoding/json and judged by jsonschema alone. Tests hold the fast path
+// to it.
+func (c *Catalog) validateSlow(typ string, version int, event []byte) error {
+	s, err := c.schema(typ, version)
+	if err != nil {
+		return err
+	}
+	doc, err := decodeDocument(event)
+	if err != nil {
+		return err
+	}
+	return s.validate(typ, version, doc)
+}
+
+// schema returns the compiled schema of one version of a type.
+func (c *Catalog) schema(typ string, version int) (compiled, error) {
+	e, err := c.Lookup(typ)
+	if err != nil {
+		return compiled{}, err
+	}
+	s, ok := c.schemas[schemaID{typ, version}]
+	if !ok {
+		return compiled{}, fmt.Errorf("%w: %s v%d (known: %v)", ErrUnknownVersion, typ, version, e.Versions)
+	}
+	return s, nil
+}
+
+// acceptsFast is ValidateAs's fast path: accepted when parseFast decodes
+// the event and fastSchema accepts the value, so jsonschema is not asked.
+// doc and parsed are parseFast's result, which the slow path reuses.
+func (s compiled) acceptsFast(event []byte) (doc any, parsed, accepted bool) {
+	doc, parsed = parseFast(event)
+	return doc, parsed, parsed && s.fast != nil && s.fast.accepts(doc)
+}
+
+// decodeDocument decodes an event as jsonschema expects it, for the
+// events parseFast does not handle.
+func decodeDocument(event []byte) (any, error) {
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(event))
+	dec.UseNumber() // keep integers exact for integer/minimum rules
+	if err := dec.Decode(&doc); err != nil {
+		return nil, &ValidationError{Pointer: "", Rule: "json", Message: err.Error()}
+	}
+	return doc, nil
+}
+
+// validate is jsonschema's verdict on a decoded event, reduced to one
+// *ValidationError.
+func (s compiled) validate(typ string, version int, doc any) error {
 	if err := s.full.Validate(doc); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
