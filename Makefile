@@ -8,11 +8,19 @@ SHELL := /bin/bash
 MODULES := infra schemas relay consumers services
 PKGS := $(foreach m,$(MODULES),./$(m)/...)
 GOTEST_FLAGS ?= -race -count=1 -timeout 18m
+# The differential fuzz tests, package:Target (go test -fuzz takes one
+# target per run). FUZZ_PARALLEL is the number of fuzzing workers.
+FUZZ_TARGETS := \
+	./schemas:FuzzParseFastDecodesAsEncodingJSON \
+	./schemas:FuzzFastPathAcceptsOnlyWhatJSONSchemaAccepts \
+	./consumers/idempotent:FuzzDecodeEnvelopeFastDecodesAsEncodingJSON
+FUZZ_TIME ?= 2m
+FUZZ_PARALLEL ?= 1
 BIN := $(CURDIR)/bin
 # Loads the stack's addresses into the recipe's environment.
 STACK := set -a; . $(CURDIR)/.local/stack.env; set +a;
 
-.PHONY: help build up down status test test-unit lint demo bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check
+.PHONY: help build up down status test test-unit lint fuzz fuzz-short demo bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -38,8 +46,19 @@ lint: ## gofmt and go vet over every module
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS)
 
-test: lint schema-check up ## lint, schema review, start the stack, run every test with -race
+test: lint schema-check fuzz-short up ## lint, schema review, short fuzz, start the stack, run every test with -race
 	$(STACK) go test $(GOTEST_FLAGS) $(PKGS)
+
+# A failing input is written to the package's testdata/fuzz/<Target>/; keep
+# it there with the fix, and the test runs it from then on.
+fuzz: ## run each fuzz target for FUZZ_TIME (2m) with FUZZ_PARALLEL (1) workers
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
+	  go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) -parallel $(FUZZ_PARALLEL) $$pkg || exit 1; \
+	done
+
+fuzz-short: ## each fuzz target for 12s, as part of make test
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=12s
 
 test-unit: ## tests that need no stack (fails fast where one is needed)
 	go test -count=1 ./schemas/...
