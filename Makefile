@@ -50,11 +50,18 @@ test: lint schema-check fuzz-short up ## lint, schema review, short fuzz, start 
 	$(STACK) go test $(GOTEST_FLAGS) $(PKGS)
 
 # A failing input is written to the package's testdata/fuzz/<Target>/; keep
-# it there with the fix, and the test runs it from then on.
+# it there with the fix, and the test runs it from then on. Go 1.26's fuzz
+# coordinator can report its own -fuzztime deadline as a failure, "context
+# deadline exceeded" with no failing input (go.dev/issue/75804, fixed in Go
+# 1.27); such a run counts as passed.
 fuzz: ## run each fuzz target for FUZZ_TIME (2m) with FUZZ_PARALLEL (1) workers
-	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	@log=$$(mktemp); trap 'rm -f $$log' EXIT; \
+	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo "fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
-	  go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) -parallel $(FUZZ_PARALLEL) $$pkg || exit 1; \
+	  if go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) -parallel $(FUZZ_PARALLEL) $$pkg 2>&1 | tee $$log; then continue; fi; \
+	  if grep -qx '    context deadline exceeded' $$log && ! grep -q 'Failing input written\|failure while testing seed corpus' $$log; then \
+	    echo "$$name: the deadline reported as a failure, no failing input (go.dev/issue/75804): passed"; continue; fi; \
+	  exit 1; \
 	done
 
 fuzz-short: ## each fuzz target for 12s, as part of make test
