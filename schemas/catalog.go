@@ -268,7 +268,10 @@ func (s compiled) acceptsFast(event []byte) (doc any, parsed, accepted bool) {
 }
 
 // decodeDocument decodes an event as jsonschema expects it, for the
-// events parseFast does not handle.
+// events parseFast does not handle. Like the Decoder it uses, it reads
+// the first JSON value and ignores what follows it; Validate rejects
+// trailing bytes when it reads the event's type, and ValidateAs's callers
+// pass envelopes already decoded or just encoded.
 func decodeDocument(event []byte) (any, error) {
 	var doc any
 	dec := json.NewDecoder(bytes.NewReader(event))
