@@ -2,11 +2,13 @@ package idempotent
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/concordhq/concord/schemas"
 )
@@ -75,4 +77,67 @@ func TestDecodeEnvelopeIsEncodingJSONs(t *testing.T) {
 		t.Errorf("only %d of %d documents took the one-pass path; the examples should", fast, len(docs))
 	}
 	t.Logf("%d documents, %d decoded in one pass", len(docs), fast)
+}
+
+// FuzzDecodeEnvelopeFastDecodesAsEncodingJSON holds the one-pass envelope
+// decoder to its contract: whenever decodeEnvelopeFast reports ok,
+// json.Unmarshal into a schemas.Envelope succeeds and gives the same
+// envelope, Data byte for byte (json.RawMessage keeps the value as
+// written, and the fast path aliases those bytes); otherwise the record is
+// left to encoding/json. decodeEnvelope, fast path and fallback together,
+// must give what schemas.DecodeEnvelope gives: the same envelope or an
+// error.
+func FuzzDecodeEnvelopeFastDecodesAsEncodingJSON(f *testing.F) {
+	cat := schemas.MustDefault()
+	examples, err := fs.Glob(cat.Files(), "events/*/examples/*.json")
+	if err != nil || len(examples) == 0 {
+		f.Fatalf("no examples: %v", err)
+	}
+	for _, ex := range examples {
+		raw, err := fs.ReadFile(cat.Files(), ex)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+		env, err := schemas.DecodeEnvelope(raw)
+		if err != nil {
+			f.Fatal(err)
+		}
+		canon, err := env.Marshal() // the form producers write
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(canon)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, ok := decodeEnvelopeFast(b); ok {
+			var want schemas.Envelope
+			if err := json.Unmarshal(b, &want); err != nil {
+				t.Fatalf("the fast path decoded %q, which encoding/json rejects: %v", b, err)
+			}
+			if !sameEnvelope(got, want) {
+				t.Fatalf("%q:\nfast path     %+v\nencoding/json %+v", b, got, want)
+			}
+		}
+		got, gotErr := decodeEnvelope(b)
+		want, wantErr := schemas.DecodeEnvelope(b)
+		if (gotErr == nil) != (wantErr == nil) || (gotErr == nil && !sameEnvelope(got, want)) {
+			t.Fatalf("%q:\ndecodeEnvelope          %+v, %v\nschemas.DecodeEnvelope  %+v, %v", b, got, gotErr, want, wantErr)
+		}
+	})
+}
+
+// sameEnvelope compares every field; Data exactly, the timestamp as an
+// instant and in the same zone offset and name.
+func sameEnvelope(a, b schemas.Envelope) bool {
+	if !bytes.Equal(a.Data, b.Data) || (a.Data == nil) != (b.Data == nil) || !a.Timestamp.Equal(b.Timestamp) {
+		return false
+	}
+	an, ao := a.Timestamp.Zone()
+	bn, bo := b.Timestamp.Zone()
+	if an != bn || ao != bo {
+		return false
+	}
+	a.Data, b.Data, a.Timestamp, b.Timestamp = nil, nil, time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
 }
