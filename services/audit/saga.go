@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/inventory"
 	"github.com/concordhq/concord/services/order"
 	"github.com/concordhq/concord/services/payment"
@@ -139,7 +140,7 @@ func AppliedOnce(s Snapshot) Result {
 	var events []key
 	for _, e := range s.Events {
 		switch {
-		case e.Service == "order-svc" && (e.Type == "order.confirmed" || e.Type == "order.cancelled"):
+		case e.Service == "order-svc" && (e.Type == contract.TypeOrderConfirmed.String() || e.Type == contract.TypeOrderCancelled.String()):
 			// An order ends once: confirmed or cancelled, never both.
 			events = append(events, key{e.Service, e.AggregateID, "outcome event"})
 		case e.Service == "inventory-svc" || e.Service == "payment-svc":
