@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -124,5 +125,31 @@ func TestMuxRefusesVersionsItsHandlersCannotRead(t *testing.T) {
 	}
 	if got := mux.Types(); len(got) != 1 || got[0] != contract.TypeOrderCreated {
 		t.Fatalf("Types() = %v", got)
+	}
+}
+
+// With several readers of a type registered, an event goes to the handler
+// of its exact version, else to one whose version can read it — never to
+// one that cannot.
+func TestMuxPicksTheReaderOfTheEventsVersion(t *testing.T) {
+	var mux idempotent.Mux
+	var got []int
+	idempotent.Handle(&mux, func(_ context.Context, _ pgx.Tx, _ idempotent.Event, _ contract.OrderCreatedV1, _ outbox.Emitter) error {
+		got = append(got, 1)
+		return nil
+	})
+	idempotent.Handle(&mux, func(_ context.Context, _ pgx.Tx, _ idempotent.Event, _ contract.OrderCreatedV3, _ outbox.Emitter) error {
+		got = append(got, 3)
+		return nil
+	})
+	for _, v := range []int{1, 2, 3} {
+		ev := idempotent.Event{Envelope: schemas.Envelope{EventID: "e", EventType: "order.created", EventVersion: v,
+			Data: json.RawMessage(`{"order_id":"o","customer_id":"c","items":[],"total_amount":1,"currency":"EUR"}`)}}
+		if err := mux.Handle(context.Background(), nil, ev, nil); err != nil {
+			t.Fatalf("order.created v%d: %v", v, err)
+		}
+	}
+	if fmt.Sprint(got) != "[1 3 3]" {
+		t.Fatalf("v1, v2, v3 went to the readers %v; want [1 3 3]: v1 to its own, v2 to v3 (the v1 reader cannot read it), v3 to its own", got)
 	}
 }
