@@ -3,11 +3,14 @@ package paymentstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -230,23 +233,31 @@ func TestCreateIntentsSkipsCancelledAndExistingOrders(t *testing.T) {
 	}
 }
 
-// RecordAlone runs its own transaction on a pooled connection; a failure
-// inside it must not hand the next user a connection stuck in an aborted
-// transaction. With one connection in the pool, the next call gets the
-// same one.
-func TestRecordAloneLeavesTheConnectionClean(t *testing.T) {
+// newDBWithConns is newDB with a pool of at most conns connections; it
+// returns the database's URL too.
+func newDBWithConns(t *testing.T, conns int) (*pgxpool.Pool, string) {
+	t.Helper()
 	url := testkit.NewDatabase(t, testkit.PostgresURL(t))
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	pool := testkit.Pool(t, url+sep+"pool_max_conns=1")
-	ctx := context.Background()
+	pool := testkit.Pool(t, url+sep+"pool_max_conns="+strconv.Itoa(conns))
 	for _, m := range []func(context.Context, *pgxpool.Pool) error{outbox.Migrate, paymentstore.Migrate} {
-		if err := m(ctx, pool); err != nil {
+		if err := m(context.Background(), pool); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return pool, url
+}
+
+// RecordAlone runs its own transaction on a pooled connection; a failure
+// inside it must not hand the next user a connection stuck in an aborted
+// transaction. With one connection in the pool, the next call gets the
+// same one.
+func TestRecordAloneLeavesTheConnectionClean(t *testing.T) {
+	pool, url := newDBWithConns(t, 1)
+	ctx := context.Background()
 	p := newIntent(t, pool, orderID)
 	if _, err := paymentstore.RecordAlone(ctx, pool, outbox.Writer{}, p.ID+1000, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_x"}); !errors.Is(err, paymentstore.ErrNotFound) {
 		t.Fatalf("RecordAlone of a missing payment: %v; want ErrNotFound", err)
@@ -288,5 +299,101 @@ func TestConcurrentRecordAloneEmitsOneEvent(t *testing.T) {
 	wg.Wait()
 	if wins.Load() != 1 || len(outboxTypes(t, pool)) != 1 {
 		t.Fatalf("%d of %d concurrent writers changed the payment, %d events; want 1 and 1", wins.Load(), n, len(outboxTypes(t, pool)))
+	}
+}
+
+// The canonical writer locks the payment's row before it decides, so a
+// writer that comes while another has a transition in flight waits for
+// that one to commit and then decides on its result: nothing left to do.
+// Without the lock every writer decides on the pending status it read, and
+// each applies the transition and emits its event once the first commits.
+//
+// The first writer holds its transaction open, with the transition made,
+// until every other writer is seen waiting on a lock in PostgreSQL; only
+// then does it commit. The interleaving is forced, not left to timing.
+func TestWritersQueuedOnThePaymentsRowLockSeeTheFirstTransitionAndChangeNothing(t *testing.T) {
+	const others = 4 // half Record in a transaction of the caller's, half RecordAlone
+	pool, _ := newDBWithConns(t, others+2)
+	ctx := context.Background()
+	p := newIntent(t, pool, orderID)
+	paid := func(source string) paymentstore.Observation {
+		return paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Observed: "succeeded", Source: source}
+	}
+	type outcome struct {
+		writer  int
+		changed bool
+		err     error
+	}
+	outcomes := make(chan outcome, others)
+	var wg sync.WaitGroup
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if changed, err := paymentstore.Record(ctx, tx, outbox.Writer{}, p.ID, paid("first")); err != nil || !changed {
+			return fmt.Errorf("first writer: changed %v, err %v; want the transition", changed, err)
+		}
+		var holder int32
+		if err := tx.QueryRow(ctx, `select pg_backend_pid()`).Scan(&holder); err != nil {
+			return err
+		}
+		for i := range others {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				o := outcome{writer: i}
+				if i%2 == 0 {
+					o.changed, o.err = paymentstore.RecordAlone(ctx, pool, outbox.Writer{}, p.ID, paid(fmt.Sprintf("other-%d", i)))
+				} else {
+					o.err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+						o.changed, err = paymentstore.Record(ctx, tx, outbox.Writer{}, p.ID, paid(fmt.Sprintf("other-%d", i)))
+						return err
+					})
+				}
+				outcomes <- o
+			})
+		}
+		return lockWaiters(ctx, pool, holder, others, 10*time.Second)
+	})
+	wg.Wait()
+	close(outcomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := range outcomes {
+		if o.err != nil || o.changed {
+			t.Errorf("writer %d after the first committed: changed %v, err %v; want unchanged", o.writer, o.changed, o.err)
+		}
+	}
+	got, err := paymentstore.Get(ctx, pool, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transitions := testkit.Strings(t, pool, `select source from payment_transitions where payment_id = $1 and to_status = 'paid' order by id`, p.ID)
+	events := outboxTypes(t, pool)
+	if got.Status != payment.StatusPaid || got.Version != 1 || !slices.Equal(transitions, []string{"first"}) || len(events) != 1 {
+		t.Fatalf("after %d writers queued behind the first: payment %s v%d, transitions to paid by %v, outbox %v; "+
+			"want paid v1, one transition by the first writer, one payment.processed", others, got.Status, got.Version, transitions, events)
+	}
+}
+
+// lockWaiters waits until n backends other than holder, on pool's
+// database, are waiting for a lock, and fails after timeout.
+func lockWaiters(ctx context.Context, pool *pgxpool.Pool, holder int32, n int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var waiting int
+		if err := pool.QueryRow(ctx, `select count(*) from pg_stat_activity
+			where datname = current_database() and pid <> $1 and wait_event_type = 'Lock'`, holder).Scan(&waiting); err != nil {
+			return fmt.Errorf("counting writers waiting for a lock: %w", err)
+		}
+		if waiting >= n {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("%d writers waiting for a lock after %s; want %d: %w", waiting, timeout, n, ctx.Err())
+		}
 	}
 }
