@@ -196,6 +196,74 @@ func TestRelayDrainsOnCancelWithoutLeavingAckedRowsUnmarked(t *testing.T) {
 	}
 }
 
+// Another relay's batch in flight holds a row locked until it commits; the
+// relay skips that row (SKIP LOCKED) but must not produce the later rows of
+// its key past it. Here a test transaction holds seq 2 of a key: seq 1 goes,
+// seq 3..5 stay pending while the other keys flow, and once the lock is
+// released seq 2..5 go in order.
+func TestRelayHoldsAKeyBehindARowLockedByAnotherBatch(t *testing.T) {
+	k := testkit.NewKafka(t)
+	url := testkit.NewDatabase(t, testkit.PostgresURL(t))
+	pool := pipelinedPool(t, url)
+	topic := k.CreateTopic(t, "locked", 2)
+	ctx := context.Background()
+
+	key, others := relaytest.Keys(1)[0], relaytest.Keys(5)
+	relaytest.Append(t, pool, topic, key, 1, 0)
+	held := relaytest.Append(t, pool, topic, key, 2, 0)
+	relaytest.Append(t, pool, topic, key, 3, 0)
+	relaytest.Append(t, pool, topic, key, 4, 0)
+	relaytest.Fill(t, pool, topic, others, 10, 0)
+	relaytest.Append(t, pool, topic, key, 5, 0) // after the other keys' rows in id order
+
+	// The other relay: its own connection, its transaction open until released.
+	holder, err := testkit.Pool(t, url).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, "select id from outbox where id = $1 for update", held); err != nil {
+		t.Fatal(err)
+	}
+
+	// One shard and a batch larger than the outbox: the first batch locks
+	// every row but the held one, so once the other keys' rows are marked,
+	// the batch that had seq 3..5 of key has settled too.
+	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 1, BatchSize: 100})
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(others, 10, 60*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "every row but those of the held key marked published", func() error {
+		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null and partition_key <> $1", key); n != 0 {
+			return fmt.Errorf("%d rows of other keys pending", n)
+		}
+		return nil
+	})
+	if n := relaytest.Count(t, pool, "select count(*) from outbox where partition_key = $1 and published_at is null", key); n != 4 {
+		t.Fatalf("%d rows of the held key pending, want 4 (seq 2, held elsewhere, and seq 3..5 behind it)", n)
+	}
+	check.ReadToEnd(30 * time.Second)
+	if got := check.Seq(key); got != 1 {
+		t.Fatalf("held key reached seq %d in Kafka while its seq 2 is locked elsewhere; want 1", got)
+	}
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatalf("per-key order broken while seq 2 was held: %v", errs)
+	}
+
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check.WaitAll([]string{key}, 5, 30*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
+		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d rows pending", n)
+		}
+		return nil
+	})
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
 func TestRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t *testing.T) {
 	k := testkit.NewKafka(t)
 	// A default pool (4 connections) is too small to overlap batches: this
