@@ -20,7 +20,7 @@ BIN := $(CURDIR)/bin
 # Loads the stack's addresses into the recipe's environment.
 STACK := set -a; . $(CURDIR)/.local/stack.env; set +a;
 
-.PHONY: help build up down status test test-unit lint generate fuzz fuzz-short demo bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check
+.PHONY: help build up down status test test-unit lint generate fuzz fuzz-short demo bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check mutate
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -73,6 +73,21 @@ fuzz-short: ## each fuzz target for 12s, as part of make test
 
 test-unit: ## tests that need no stack (fails fast where one is needed)
 	go test -count=1 ./schemas/...
+
+# Mutation testing of the pure decision packages (mutate/mutate.sh lists
+# them). Not part of `make test`: it needs no stack but takes minutes.
+# gremlins is installed at a pinned version into ./bin/tools.
+GREMLINS_VERSION := v0.6.0
+GREMLINS := $(BIN)/tools/gremlins-$(GREMLINS_VERSION)
+MUTATE_WORKERS ?= 2
+
+$(GREMLINS):
+	@mkdir -p $(BIN)/tools
+	GOBIN=$(BIN)/tools go install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	mv $(BIN)/tools/gremlins $@
+
+mutate: $(GREMLINS) ## mutation testing of the decision packages: >= 90% of covered mutants killed, the rest listed in mutate/equivalent.txt
+	GREMLINS=$(GREMLINS) WORKERS=$(MUTATE_WORKERS) mutate/mutate.sh
 
 # The base of the schema review: the merge base with origin/main on a branch,
 # else the previous commit. Empty on a single-commit or depth-1 clone, where

@@ -13,6 +13,9 @@ func TestNewOffsetMatchesApacheResetOffsets(t *testing.T) {
 	noCommit.Committed = -1
 	atTime := p
 	atTime.AtTime = 120
+	// A log from offset 0 whose group committed 0 and whose first record
+	// is the one at the asked time: offset 0 is an offset like any other.
+	fromZero := Partition{Topic: "t", Partition: 0, Start: 0, End: 200, Committed: 0, AtTime: 0}
 	tests := []struct {
 		name string
 		spec Spec
@@ -23,6 +26,7 @@ func TestNewOffsetMatchesApacheResetOffsets(t *testing.T) {
 		{"to-earliest", Spec{Strategy: ToEarliest}, p, 100, false},
 		{"to-latest", Spec{Strategy: ToLatest}, p, 200, false},
 		{"to-current", Spec{Strategy: ToCurrent}, p, 150, false},
+		{"to-current at offset 0", Spec{Strategy: ToCurrent}, fromZero, 0, false},
 		{"to-current without a commit is the log end", Spec{Strategy: ToCurrent}, noCommit, 200, false},
 		{"to-offset inside the log", Spec{Strategy: ToOffset, Offset: 170}, p, 170, false},
 		{"to-offset above the end clamps to the end", Spec{Strategy: ToOffset, Offset: 500}, p, 200, false},
@@ -34,8 +38,10 @@ func TestNewOffsetMatchesApacheResetOffsets(t *testing.T) {
 		{"shift-by past the start clamps", Spec{Strategy: ShiftBy, Offset: -1000}, p, 100, false},
 		{"shift-by past the end clamps", Spec{Strategy: ShiftBy, Offset: 1000}, p, 200, false},
 		{"shift-by does not overflow", Spec{Strategy: ShiftBy, Offset: 1<<63 - 1}, p, 200, false},
+		{"shift-by from a commit at offset 0", Spec{Strategy: ShiftBy, Offset: 5}, fromZero, 5, false},
 		{"shift-by without a commit fails", Spec{Strategy: ShiftBy, Offset: -1}, noCommit, 0, true},
 		{"to-datetime finds an offset", Spec{Strategy: ToDatetime}, atTime, 120, false},
+		{"to-datetime finds offset 0", Spec{Strategy: ToDatetime}, fromZero, 0, false},
 		{"to-datetime after the last record is the log end", Spec{Strategy: ToDatetime}, p, 200, false},
 		{"by-duration finds an offset", Spec{Strategy: ByDuration}, atTime, 120, false},
 		{"by-duration with nothing that recent is the log end", Spec{Strategy: ByDuration}, p, 200, false},
@@ -88,6 +94,7 @@ func TestParseDurationAcceptsJavaDurations(t *testing.T) {
 		"PT15M":       15 * time.Minute,
 		"PT1H30M":     90 * time.Minute,
 		"P1D":         24 * time.Hour,
+		"PT2H":        2 * time.Hour,
 		"P1DT2H":      26 * time.Hour,
 		"PT0.5S":      500 * time.Millisecond,
 		"PT-0.5S":     -500 * time.Millisecond,

@@ -26,6 +26,11 @@ func rec(fields string) string {
 	return `{"type":"record","name":"Payment","namespace":"concord","fields":[` + fields + `]}`
 }
 
+// card is an Avro record nested in a Payment.
+func card(fields string) string {
+	return `{"type":"record","name":"Card","fields":[` + fields + `]}`
+}
+
 // changeCase is one old→new edit: the rule it must produce and whether the
 // result keeps the BACKWARD and FORWARD promises.
 type changeCase struct {
@@ -93,12 +98,16 @@ var changeCases = []changeCase{
 	{"required property made optional", compat.JSONSchema,
 		obj(true, `"a"`, `"a":{"type":"string"}`), obj(true, "", `"a":{"type":"string"}`),
 		"REQUIRED_ATTRIBUTE_REMOVED", true, false},
+	{"required property with default removed from closed object", compat.JSONSchema,
+		obj(true, `"a","b"`, `"a":{"type":"string"},"b":{"type":"string","default":"x"}`), obj(true, `"a"`, `"a":{"type":"string"}`),
+		"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", false, true},
 	// Types.
 	{"integer widened to number", compat.JSONSchema, `{"type":"integer"}`, `{"type":"number"}`, "TYPE_EXTENDED", true, false},
 	{"number narrowed to integer", compat.JSONSchema, `{"type":"number"}`, `{"type":"integer"}`, "TYPE_NARROWED", false, true},
 	{"null added to type", compat.JSONSchema, `{"type":"string"}`, `{"type":["string","null"]}`, "TYPE_EXTENDED", true, false},
 	{"string changed to integer", compat.JSONSchema, `{"type":"string"}`, `{"type":"integer"}`, "TYPE_CHANGED", false, false},
 	{"type added to an untyped schema", compat.JSONSchema, `{"minLength":1}`, `{"minLength":1,"type":"string"}`, "TYPE_NARROWED", false, true},
+	{"constraint added to the empty schema", compat.JSONSchema, `{}`, `{"minLength":1}`, "TYPE_NARROWED", false, true},
 	// Enums.
 	{"enum value added", compat.JSONSchema, `{"enum":["a","b"]}`, `{"enum":["a","b","c"]}`, "ENUM_ARRAY_EXTENDED", true, false},
 	{"enum value removed", compat.JSONSchema, `{"enum":["a","b"]}`, `{"enum":["a"]}`, "ENUM_ARRAY_NARROWED", false, true},
@@ -110,6 +119,11 @@ var changeCases = []changeCase{
 	{"allOf branch added", compat.JSONSchema, `{"allOf":[{"type":"string"}]}`, `{"allOf":[{"type":"string"},{"minLength":2}]}`, "PRODUCT_TYPE_EXTENDED", false, true},
 	{"oneOf became anyOf", compat.JSONSchema, `{"oneOf":[{"type":"string"}]}`, `{"anyOf":[{"type":"string"}]}`, "COMBINED_TYPE_EXTENDED", true, false},
 	{"oneOf branch narrowed in place", compat.JSONSchema, `{"oneOf":[{"type":"number"}]}`, `{"oneOf":[{"type":"integer"}]}`, "TYPE_NARROWED", false, true},
+	{"oneOf branch narrowed beside an unchanged one", compat.JSONSchema,
+		`{"oneOf":[{"type":"string"},{"type":"number"}]}`, `{"oneOf":[{"type":"string"},{"type":"integer"}]}`, "TYPE_NARROWED", false, true},
+	{"oneOf became anyOf with a branch narrowed", compat.JSONSchema, `{"oneOf":[{"type":"number"}]}`, `{"anyOf":[{"type":"integer"}]}`, "TYPE_NARROWED", false, false},
+	{"oneOf introduced", compat.JSONSchema, `{"type":"string"}`, `{"oneOf":[{"type":"string"}]}`, "COMBINED_TYPE_SUBSCHEMAS_CHANGED", false, false},
+	{"oneOf removed", compat.JSONSchema, `{"oneOf":[{"type":"string"}]}`, `{"type":"string"}`, "COMBINED_TYPE_SUBSCHEMAS_CHANGED", false, false},
 	// Numeric and string bounds, pattern.
 	{"maximum added", compat.JSONSchema, `{"type":"integer"}`, `{"type":"integer","maximum":10}`, "MAXIMUM_ADDED", false, true},
 	{"maximum increased", compat.JSONSchema, `{"type":"integer","maximum":10}`, `{"type":"integer","maximum":20}`, "MAXIMUM_INCREASED", true, false},
@@ -129,11 +143,25 @@ var changeCases = []changeCase{
 	{"minItems added", compat.JSONSchema, `{"type":"array"}`, `{"type":"array","minItems":1}`, "MIN_ITEMS_ADDED", false, true},
 	{"maxItems removed", compat.JSONSchema, `{"type":"array","maxItems":3}`, `{"type":"array"}`, "MAX_ITEMS_REMOVED", true, false},
 	{"uniqueItems added", compat.JSONSchema, `{"type":"array"}`, `{"type":"array","uniqueItems":true}`, "UNIQUE_ITEMS_ADDED", false, true},
+	{"prefixItems item narrowed", compat.JSONSchema,
+		`{"type":"array","prefixItems":[{"type":"number"}]}`, `{"type":"array","prefixItems":[{"type":"integer"}]}`, "TYPE_NARROWED", false, true},
+	{"prefixItems item added", compat.JSONSchema,
+		`{"type":"array","prefixItems":[{"type":"string"}]}`, `{"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}]}`,
+		"ITEM_ADDED_TO_OPEN_CONTENT_MODEL", false, true},
+	{"prefixItems item removed", compat.JSONSchema,
+		`{"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}]}`, `{"type":"array","prefixItems":[{"type":"string"}]}`,
+		"ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL", true, false},
 	// Annotations and references.
 	{"description changed", compat.JSONSchema, `{"type":"string","description":"a"}`, `{"type":"string","description":"b"}`, "DESCRIPTION_CHANGED", true, true},
 	{"change behind a local $ref", compat.JSONSchema,
 		`{"$defs":{"m":{"type":"integer"}},"properties":{"x":{"$ref":"#/$defs/m"}}}`, `{"$defs":{"m":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/m"}}}`,
 		"TYPE_CHANGED", false, false},
+
+	{"change beside a local $ref", compat.JSONSchema,
+		`{"$defs":{"m":{"type":"integer"}},"properties":{"x":{"$ref":"#/$defs/m","maximum":10}}}`, `{"$defs":{"m":{"type":"integer"}},"properties":{"x":{"$ref":"#/$defs/m","maximum":5}}}`,
+		"MAXIMUM_DECREASED", false, true},
+	{"keyword the engine does not model changed", compat.JSONSchema,
+		`{"type":"string","contentEncoding":"base64"}`, `{"type":"string","contentEncoding":"base16"}`, "KEYWORD_CHANGED", false, false},
 
 	// Avro: fields.
 	{"avro field added with default", compat.Avro,
@@ -156,6 +184,8 @@ var changeCases = []changeCase{
 		"READER_FIELD_MISSING_DEFAULT_VALUE", false, false},
 	// Avro: promotions.
 	{"avro int promoted to long", compat.Avro, rec(`{"name":"n","type":"int"}`), rec(`{"name":"n","type":"long"}`), "TYPE_PROMOTED", true, false},
+	{"avro int promoted to float", compat.Avro, rec(`{"name":"n","type":"int"}`), rec(`{"name":"n","type":"float"}`), "TYPE_PROMOTED", true, false},
+	{"avro int promoted to double", compat.Avro, rec(`{"name":"n","type":"int"}`), rec(`{"name":"n","type":"double"}`), "TYPE_PROMOTED", true, false},
 	{"avro long promoted to double", compat.Avro, rec(`{"name":"n","type":"long"}`), rec(`{"name":"n","type":"double"}`), "TYPE_PROMOTED", true, false},
 	{"avro float promoted to double", compat.Avro, rec(`{"name":"n","type":"float"}`), rec(`{"name":"n","type":"double"}`), "TYPE_PROMOTED", true, false},
 	{"avro string to bytes", compat.Avro, rec(`{"name":"n","type":"string"}`), rec(`{"name":"n","type":"bytes"}`), "TYPE_PROMOTED", true, true},
@@ -173,6 +203,10 @@ var changeCases = []changeCase{
 	{"avro union branch removed", compat.Avro, rec(`{"name":"n","type":["null","string","long"]}`), rec(`{"name":"n","type":["null","string"]}`), "MISSING_UNION_BRANCH", false, true},
 	{"avro field made nullable", compat.Avro, rec(`{"name":"n","type":"string"}`), rec(`{"name":"n","type":["null","string"],"default":null}`), "TYPE_CHANGED_TO_UNION", true, false},
 	{"avro union branch promoted", compat.Avro, rec(`{"name":"n","type":["null","int"]}`), rec(`{"name":"n","type":["null","long"]}`), "UNION_BRANCH_REMOVED", true, false},
+	{"avro field without default added to a record in a union", compat.Avro,
+		rec(`{"name":"card","type":["null",` + card(`{"name":"id","type":"string"}`) + `]}`),
+		rec(`{"name":"card","type":["null",` + card(`{"name":"id","type":"string"},{"name":"brand","type":"string"}`) + `]}`),
+		"READER_FIELD_MISSING_DEFAULT_VALUE", false, true},
 	// Avro: names and fixed.
 	{"avro record renamed with alias", compat.Avro,
 		rec(`{"name":"id","type":"string"}`), `{"type":"record","name":"Charge","namespace":"concord","aliases":["Payment"],"fields":[{"name":"id","type":"string"}]}`,
@@ -219,6 +253,51 @@ func rules(cs []compat.Change) string {
 		out = append(out, c.Pointer+" "+c.Rule+" ["+c.Class()+"]")
 	}
 	return strings.Join(out, "; ")
+}
+
+// TestChangesNameThePointerAndTheValues pins what a review shows: every
+// change of a diff, in order, with the pointer into the schema and the old
+// and new values ("" when absent, cut at 120 bytes).
+func TestChangesNameThePointerAndTheValues(t *testing.T) {
+	long := strings.Repeat("a", 118) // 120 bytes as a JSON string
+	for _, tc := range []struct {
+		name     string
+		format   compat.Format
+		old, new string
+		want     []string // pointer rule old new
+	}{
+		{"bound added", compat.JSONSchema, `{"type":"integer"}`, `{"type":"integer","maximum":10}`,
+			[]string{`/maximum MAXIMUM_ADDED  10`}},
+		{"const removed", compat.JSONSchema, `{"type":"string","const":"a"}`, `{"type":"string"}`,
+			[]string{`/const ENUM_ARRAY_EXTENDED "a" `}},
+		{"oneOf introduced", compat.JSONSchema, `{"type":"string"}`, `{"oneOf":[{"type":"string"}]}`,
+			[]string{`/type TYPE_EXTENDED "string" `, `/oneOf COMBINED_TYPE_SUBSCHEMAS_CHANGED  [{"type":"string"}]`}},
+		{"oneOf removed", compat.JSONSchema, `{"oneOf":[{"type":"string"}]}`, `{"type":"string"}`,
+			[]string{`/type TYPE_NARROWED  "string"`, `/oneOf COMBINED_TYPE_SUBSCHEMAS_CHANGED [{"type":"string"}] `}},
+		{"long values are cut", compat.JSONSchema, `{"description":"` + long + `"}`, `{"description":"` + long + `a"}`,
+			[]string{`/description DESCRIPTION_CHANGED "` + long + `" "` + long[:116] + `...`}},
+		{"avro record without a namespace renamed", compat.Avro,
+			`{"type":"record","name":"Payment","fields":[]}`, `{"type":"record","name":"Charge","fields":[]}`,
+			[]string{`/name NAME_MISMATCH Payment Charge`}},
+		{"avro field made nullable", compat.Avro, rec(`{"name":"n","type":"string"}`), rec(`{"name":"n","type":["null","string"],"default":null}`),
+			[]string{`/fields/0/default DEFAULT_CHANGED  null`, `/fields/0/type TYPE_CHANGED_TO_UNION string ["null","string"]`}},
+		{"avro change inside a union branch", compat.Avro,
+			rec(`{"name":"card","type":["null",` + card(`{"name":"id","type":"string"}`) + `]}`),
+			rec(`{"name":"card","type":["null",` + card(`{"name":"id","type":"string"},{"name":"brand","type":"string"}`) + `]}`),
+			[]string{`/fields/0/type/1/fields/1 READER_FIELD_MISSING_DEFAULT_VALUE  brand`}},
+	} {
+		changes, err := compat.Diff(tc.format, []byte(tc.old), []byte(tc.new))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, c := range changes {
+			got = append(got, c.Pointer+" "+c.Rule+" "+c.Old+" "+c.New)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s:\n got  %q\n want %q", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestIdenticalAndReformattedSchemasHaveNoChanges(t *testing.T) {
@@ -284,5 +363,12 @@ func TestFirstDifferenceIgnoresWhitespaceAndKeyOrder(t *testing.T) {
 	ptr, differ, err := compat.FirstDifference(a, []byte(`{"a":1,"b":{"c":[1,3]}}`))
 	if err != nil || !differ || ptr != "/b/c/1" {
 		t.Errorf("FirstDifference = %q, %v, %v; want /b/c/1", ptr, differ, err)
+	}
+	longer := []byte(`{"a":1,"b":{"c":[1,2,3]}}`)
+	for _, pair := range [][2][]byte{{a, longer}, {longer, a}} {
+		ptr, differ, err := compat.FirstDifference(pair[0], pair[1])
+		if err != nil || !differ || ptr != "/b/c/2" {
+			t.Errorf("FirstDifference(%s, %s) = %q, %v, %v; want /b/c/2", pair[0], pair[1], ptr, differ, err)
+		}
 	}
 }

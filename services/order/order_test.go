@@ -46,13 +46,22 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"lower-case currency", func(r *Request) { r.Currency = "eur" }, "currency"},
 		{"no items", func(r *Request) { r.Items = nil }, "items"},
 		{"too many items", func(r *Request) { r.Items = make([]Item, MaxItems+1) }, "items"},
+		{"most items", func(r *Request) {
+			for len(r.Items) < MaxItems {
+				r.Items = append(r.Items, r.Items[0])
+			}
+		}, ""},
 		{"empty sku", func(r *Request) { r.Items[0].SKU = "" }, "items[0].sku"},
 		{"zero quantity", func(r *Request) { r.Items[0].Quantity = 0 }, "items[0].quantity"},
 		{"negative quantity", func(r *Request) { r.Items[0].Quantity = -3 }, "items[0].quantity"},
 		{"huge quantity", func(r *Request) { r.Items[0].Quantity = MaxQuantity + 1 }, "items[0].quantity"},
+		{"one of an item", func(r *Request) { r.Items[0].Quantity = 1 }, ""},
+		{"largest quantity", func(r *Request) { r.Items[0].Quantity = MaxQuantity }, ""},
 		{"negative price", func(r *Request) { r.Items[0].UnitPrice = -1 }, "items[0].unit_price"},
 		{"second item", func(r *Request) { r.Items = append(r.Items, Item{SKU: "X", Quantity: 0}) }, "items[1].quantity"},
 		{"free item", func(r *Request) { r.Items[0].UnitPrice = 0 }, ""},
+		{"highest price", func(r *Request) { r.Items[0].UnitPrice = MaxPrice }, ""},
+		{"price too high", func(r *Request) { r.Items[0].UnitPrice = MaxPrice + 1 }, "items[0].unit_price"},
 		{"no address", func(r *Request) { r.ShippingAddress = nil }, ""},
 		{"address without city", func(r *Request) { r.ShippingAddress.City = " " }, "shipping_address.city"},
 		{"bad country", func(r *Request) { r.ShippingAddress.Country = "Germany" }, "shipping_address.country"},

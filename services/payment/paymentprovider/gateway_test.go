@@ -296,6 +296,7 @@ func TestStatusOf(t *testing.T) {
 		{"succeeded", false, 100, 0, paymentprovider.StatusSucceeded},
 		{"succeeded", false, 100, 40, paymentprovider.StatusSucceeded},
 		{"succeeded", false, 100, 100, paymentprovider.StatusRefunded},
+		{"succeeded", false, 0, 0, paymentprovider.StatusSucceeded},
 		{"processing", false, 100, 0, paymentprovider.StatusProcessing},
 		{"requires_payment_method", true, 100, 0, paymentprovider.StatusDeclined},
 		{"requires_payment_method", false, 100, 0, paymentprovider.StatusPending},
