@@ -18,8 +18,29 @@ import (
 // and broker answer). /readyz answers 503 with the error otherwise.
 type ReadyFunc func(ctx context.Context) error
 
+// Timeouts of the ops server. They suit a JSON API and a /metrics scrape:
+// no endpoint streams or long-polls, so a request that takes longer is a
+// stuck or hostile client and is cut off rather than allowed to hold a
+// connection and a goroutine.
+const (
+	// DefaultReadHeaderTimeout bounds reading the request line and headers
+	// (slowloris).
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultReadTimeout bounds reading the whole request, body included.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds the time from the end of the request
+	// headers to the end of the response; a handler slower than this has
+	// its connection closed.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultIdleTimeout bounds how long a keep-alive connection waits for
+	// its next request.
+	DefaultIdleTimeout = 120 * time.Second
+)
+
 // OpsServer serves /metrics, /healthz and /readyz, plus whatever the binary
-// mounts on Mux (its API, webhooks).
+// mounts on Mux (its API, webhooks). It applies the Default*Timeout values
+// above and refuses bodies larger than DefaultMaxBodyBytes with 413 (see
+// LimitBody).
 type OpsServer struct {
 	Mux      *http.ServeMux
 	Registry *prometheus.Registry
@@ -50,7 +71,14 @@ func NewOpsServer(addr string, checks ...ReadyFunc) (*OpsServer, error) {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	return &OpsServer{Mux: mux, Registry: reg, ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+	srv := &http.Server{
+		Handler:           LimitBody(mux, DefaultMaxBodyBytes),
+		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		ReadTimeout:       DefaultReadTimeout,
+		WriteTimeout:      DefaultWriteTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+	}
+	return &OpsServer{Mux: mux, Registry: reg, ln: ln, srv: srv}, nil
 }
 
 // Addr is the address the server listens on.
