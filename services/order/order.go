@@ -11,6 +11,8 @@ package order
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"regexp"
 	"strings"
 
@@ -88,11 +90,21 @@ func Next(s Status, sig Signal) (Status, bool) {
 	return s, false
 }
 
-// Limits of an order request.
+// Limits of an order request. Identifiers (customer_id, sku,
+// payment_method) are at most MaxIDLen bytes of letters, digits and _.:-;
+// the Idempotency-Key header at most MaxIdempotencyKeyLen bytes. Address
+// fields are free text without NUL bytes (PostgreSQL text and jsonb refuse
+// them), bounded so that a stored order stays small.
 const (
 	MaxItems    = 100
 	MaxQuantity = 10_000
 	MaxPrice    = 100_000_000 // minor units
+
+	MaxIDLen             = 64
+	MaxIdempotencyKeyLen = 255
+	MaxAddressLineLen    = 200 // line1, line2
+	MaxCityLen           = 100
+	MaxPostalCodeLen     = 20
 )
 
 // Item is one line of an order. UnitPrice is in minor units (cents).
@@ -135,7 +147,7 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
 var (
 	currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
 	countryRE  = regexp.MustCompile(`^[A-Z]{2}$`)
-	idRE       = regexp.MustCompile(`^[A-Za-z0-9_.:\-]{1,64}$`)
+	idRE       = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_.:\-]{1,%d}$`, MaxIDLen))
 )
 
 func fieldErr(field, format string, args ...any) *FieldError {
@@ -168,15 +180,30 @@ func (r *Request) Validate() error {
 			return fieldErr(f+".unit_price", "must be between 0 and %d (minor units)", MaxPrice)
 		}
 	}
+	if _, ok := r.total(); !ok {
+		return fieldErr("items", "the sum of quantity × unit_price overflows")
+	}
 	if a := r.ShippingAddress; a != nil {
-		switch {
-		case strings.TrimSpace(a.Line1) == "":
-			return fieldErr("shipping_address.line1", "required")
-		case strings.TrimSpace(a.City) == "":
-			return fieldErr("shipping_address.city", "required")
-		case strings.TrimSpace(a.PostalCode) == "":
-			return fieldErr("shipping_address.postal_code", "required")
-		case !countryRE.MatchString(a.Country):
+		for _, f := range []struct {
+			name, value string
+			required    bool
+			max         int
+		}{
+			{"shipping_address.line1", a.Line1, true, MaxAddressLineLen},
+			{"shipping_address.line2", a.Line2, false, MaxAddressLineLen},
+			{"shipping_address.city", a.City, true, MaxCityLen},
+			{"shipping_address.postal_code", a.PostalCode, true, MaxPostalCodeLen},
+		} {
+			switch {
+			case strings.ContainsRune(f.value, 0):
+				return fieldErr(f.name, "must not contain NUL bytes")
+			case len(f.value) > f.max:
+				return fieldErr(f.name, "at most %d bytes", f.max)
+			case f.required && strings.TrimSpace(f.value) == "":
+				return fieldErr(f.name, "required")
+			}
+		}
+		if !countryRE.MatchString(a.Country) {
 			return fieldErr("shipping_address.country", "must be a two-letter upper-case ISO 3166 code such as DE")
 		}
 	}
@@ -186,12 +213,30 @@ func (r *Request) Validate() error {
 	return nil
 }
 
-// Total is the order's amount in minor units. Validate's limits keep it
-// far below overflow.
+// Total is the order's amount in minor units. Validate refuses a request
+// whose total overflows int64 (its limits keep it far below that), so
+// Total is exact for a valid request; for an invalid one it may be
+// math.MaxInt64.
 func (r *Request) Total() int64 {
-	var t int64
-	for _, it := range r.Items {
-		t += it.Quantity * it.UnitPrice
-	}
+	t, _ := r.total()
 	return t
+}
+
+// total sums quantity × unit_price without overflowing: false, with
+// math.MaxInt64, when a product or the sum leaves int64 or a factor is
+// negative.
+func (r *Request) total() (int64, bool) {
+	var sum uint64
+	for _, it := range r.Items {
+		if it.Quantity < 0 || it.UnitPrice < 0 {
+			return math.MaxInt64, false
+		}
+		hi, lo := bits.Mul64(uint64(it.Quantity), uint64(it.UnitPrice))
+		var carry uint64
+		sum, carry = bits.Add64(sum, lo, 0)
+		if hi != 0 || carry != 0 || sum > math.MaxInt64 {
+			return math.MaxInt64, false
+		}
+	}
+	return int64(sum), true
 }

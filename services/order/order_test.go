@@ -2,6 +2,7 @@ package order
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -66,6 +67,23 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"address without city", func(r *Request) { r.ShippingAddress.City = " " }, "shipping_address.city"},
 		{"bad country", func(r *Request) { r.ShippingAddress.Country = "Germany" }, "shipping_address.country"},
 		{"bad payment method", func(r *Request) { r.PaymentMethod = "pm card" }, "payment_method"},
+		{"NUL in customer", func(r *Request) { r.CustomerID = "cus\x00" }, "customer_id"},
+		{"NUL in sku", func(r *Request) { r.Items[0].SKU = "SKU\x001" }, "items[0].sku"},
+		{"NUL in payment method", func(r *Request) { r.PaymentMethod = "pm\x00" }, "payment_method"},
+		{"NUL in line1", func(r *Request) { r.ShippingAddress.Line1 = "Main St\x00" }, "shipping_address.line1"},
+		{"NUL in line2", func(r *Request) { r.ShippingAddress.Line2 = "\x00" }, "shipping_address.line2"},
+		{"NUL in city", func(r *Request) { r.ShippingAddress.City = "Ber\x00lin" }, "shipping_address.city"},
+		{"NUL in postal code", func(r *Request) { r.ShippingAddress.PostalCode = "\x0010115" }, "shipping_address.postal_code"},
+		{"longest customer", func(r *Request) { r.CustomerID = strings.Repeat("c", MaxIDLen) }, ""},
+		{"customer too long", func(r *Request) { r.CustomerID = strings.Repeat("c", MaxIDLen+1) }, "customer_id"},
+		{"sku too long", func(r *Request) { r.Items[0].SKU = strings.Repeat("S", MaxIDLen+1) }, "items[0].sku"},
+		{"payment method too long", func(r *Request) { r.PaymentMethod = strings.Repeat("p", MaxIDLen+1) }, "payment_method"},
+		{"currency too long", func(r *Request) { r.Currency = "EURO" }, "currency"},
+		{"longest line1", func(r *Request) { r.ShippingAddress.Line1 = strings.Repeat("a", MaxAddressLineLen) }, ""},
+		{"line1 too long", func(r *Request) { r.ShippingAddress.Line1 = strings.Repeat("a", MaxAddressLineLen+1) }, "shipping_address.line1"},
+		{"line2 too long", func(r *Request) { r.ShippingAddress.Line2 = strings.Repeat("a", MaxAddressLineLen+1) }, "shipping_address.line2"},
+		{"city too long", func(r *Request) { r.ShippingAddress.City = strings.Repeat("a", MaxCityLen+1) }, "shipping_address.city"},
+		{"postal code too long", func(r *Request) { r.ShippingAddress.PostalCode = strings.Repeat("1", MaxPostalCodeLen+1) }, "shipping_address.postal_code"},
 	}
 	for _, c := range cases {
 		r := valid()
@@ -88,4 +106,40 @@ func TestTotal(t *testing.T) {
 	if got := r.Total(); got != 2599 {
 		t.Fatalf("Total = %d; want 2599", got)
 	}
+}
+
+// TestTotalNeverOverflows: a product or sum beyond int64 is reported, not
+// wrapped into a small or negative amount.
+func TestTotalNeverOverflows(t *testing.T) {
+	cases := []struct {
+		name  string
+		items []Item
+		want  int64
+		ok    bool
+	}{
+		{"largest valid order", repeat(Item{Quantity: MaxQuantity, UnitPrice: MaxPrice}, MaxItems), MaxItems * MaxQuantity * MaxPrice, true},
+		{"product is exactly MaxInt64", []Item{{Quantity: 1, UnitPrice: math.MaxInt64}}, math.MaxInt64, true},
+		{"product overflows", []Item{{Quantity: 2, UnitPrice: math.MaxInt64/2 + 1}}, math.MaxInt64, false},
+		{"product overflows uint64", []Item{{Quantity: math.MaxInt64, UnitPrice: math.MaxInt64}}, math.MaxInt64, false},
+		{"sum overflows", []Item{{Quantity: 1, UnitPrice: math.MaxInt64}, {Quantity: 1, UnitPrice: 1}}, math.MaxInt64, false},
+		{"negative factors", []Item{{Quantity: -1, UnitPrice: -1}}, math.MaxInt64, false},
+	}
+	for _, c := range cases {
+		r := Request{Items: c.items}
+		got, ok := r.total()
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: total() = %d, %v; want %d, %v", c.name, got, ok, c.want, c.ok)
+		}
+		if r.Total() != c.want {
+			t.Errorf("%s: Total() = %d; want %d", c.name, r.Total(), c.want)
+		}
+	}
+}
+
+func repeat(it Item, n int) []Item {
+	out := make([]Item, n)
+	for i := range out {
+		out[i] = it
+	}
+	return out
 }

@@ -63,8 +63,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if len(key) > 255 {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "Idempotency-Key is longer than 255 characters", Field: "Idempotency-Key"})
+	if len(key) > order.MaxIdempotencyKeyLen {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("Idempotency-Key is longer than %d bytes", order.MaxIdempotencyKeyLen), Field: "Idempotency-Key"})
 		return
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))

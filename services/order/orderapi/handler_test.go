@@ -14,6 +14,7 @@ import (
 
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/services/order"
 	"github.com/concordhq/concord/services/order/orderapi"
 	"github.com/concordhq/concord/services/order/orderstore"
 )
@@ -165,5 +166,68 @@ func TestAFailedOrderWriteStoresNothing(t *testing.T) {
 	_ = pool.QueryRow(context.Background(), `select (select count(*) from orders), (select count(*) from outbox)`).Scan(&orders, &events)
 	if orders != 0 || events != 0 {
 		t.Fatalf("a failed POST left %d orders and %d events; want none", orders, events)
+	}
+}
+
+// TestHostileFieldsAre400NamingTheFieldNever500: NUL bytes (which
+// PostgreSQL text and jsonb refuse), numbers beyond int64 and oversized
+// strings are refused by validation, before the database sees them.
+func TestHostileFieldsAre400NamingTheFieldNever500(t *testing.T) {
+	srv, pool := newAPI(t)
+	addr := func(field, value string) string {
+		a := map[string]string{"line1": "Hauptstr. 1", "city": "Berlin", "postal_code": "10115", "country": "DE"}
+		a[field] = value
+		b, _ := json.Marshal(map[string]any{"customer_id": "c", "currency": "EUR",
+			"items": []any{map[string]any{"sku": "A", "quantity": 1, "unit_price": 1}}, "shipping_address": a})
+		return string(b)
+	}
+	item := func(sku, quantity, price string) string {
+		return `{"customer_id":"c","currency":"EUR","items":[{"sku":` + sku + `,"quantity":` + quantity + `,"unit_price":` + price + `}]}`
+	}
+	long := func(n int) string { return strings.Repeat("x", n) }
+	cases := []struct {
+		name, body, key, field string
+	}{
+		{"NUL in customer_id", `{"customer_id":"c\u0000","currency":"EUR","items":[{"sku":"A","quantity":1,"unit_price":1}]}`, "", "customer_id"},
+		{"NUL in sku", item(`"A\u0000"`, "1", "1"), "", "items[0].sku"},
+		{"NUL in currency", `{"customer_id":"c","currency":"EU\u0000","items":[{"sku":"A","quantity":1,"unit_price":1}]}`, "", "currency"},
+		{"NUL in payment_method", `{"customer_id":"c","currency":"EUR","payment_method":"pm\u0000","items":[{"sku":"A","quantity":1,"unit_price":1}]}`, "", "payment_method"},
+		{"NUL in line1", addr("line1", "Main\x00St"), "", "shipping_address.line1"},
+		{"NUL in line2", addr("line2", "\x00"), "", "shipping_address.line2"},
+		{"NUL in city", addr("city", "Berlin\x00"), "", "shipping_address.city"},
+		{"NUL in postal_code", addr("postal_code", "10\x00115"), "", "shipping_address.postal_code"},
+		{"quantity beyond int64", item(`"A"`, "9223372036854775808", "1"), "", "items.quantity"},
+		{"price beyond int64", item(`"A"`, "1", "99999999999999999999"), "", "items.unit_price"},
+		{"quantity × price beyond int64", item(`"A"`, "9223372036854775807", "9223372036854775807"), "", "items[0].quantity"},
+		{"customer_id too long", `{"customer_id":"` + long(order.MaxIDLen+1) + `","currency":"EUR","items":[{"sku":"A","quantity":1,"unit_price":1}]}`, "", "customer_id"},
+		{"sku too long", item(`"`+long(order.MaxIDLen+1)+`"`, "1", "1"), "", "items[0].sku"},
+		{"currency too long", `{"customer_id":"c","currency":"` + long(1000) + `","items":[{"sku":"A","quantity":1,"unit_price":1}]}`, "", "currency"},
+		{"payment_method too long", `{"customer_id":"c","currency":"EUR","payment_method":"` + long(order.MaxIDLen+1) + `","items":[{"sku":"A","quantity":1,"unit_price":1}]}`, "", "payment_method"},
+		{"line1 too long", addr("line1", long(order.MaxAddressLineLen+1)), "", "shipping_address.line1"},
+		{"line2 too long", addr("line2", long(order.MaxAddressLineLen+1)), "", "shipping_address.line2"},
+		{"city too long", addr("city", long(order.MaxCityLen+1)), "", "shipping_address.city"},
+		{"postal_code too long", addr("postal_code", long(order.MaxPostalCodeLen+1)), "", "shipping_address.postal_code"},
+		{"country too long", addr("country", long(1000)), "", "shipping_address.country"},
+		{"Idempotency-Key too long", good, long(order.MaxIdempotencyKeyLen + 1), "Idempotency-Key"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, m := post(t, srv.URL, c.body, c.key)
+			if resp.StatusCode != http.StatusBadRequest || m["field"] != c.field {
+				t.Fatalf("status %d field %v (%v); want 400 naming %s", resp.StatusCode, m["field"], m["error"], c.field)
+			}
+			if msg, _ := m["error"].(string); msg == "" {
+				t.Fatalf("no error message in %v", m)
+			}
+		})
+	}
+	var orders int
+	_ = pool.QueryRow(context.Background(), `select count(*) from orders`).Scan(&orders)
+	if orders != 0 {
+		t.Fatalf("hostile requests stored %d orders; want none", orders)
+	}
+	// The longest accepted values are stored.
+	if resp, m := post(t, srv.URL, addr("line1", long(order.MaxAddressLineLen)), long(order.MaxIdempotencyKeyLen)); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("longest accepted values: status %d (%v); want 201", resp.StatusCode, m)
 	}
 }
