@@ -12,6 +12,7 @@ package inventory
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -69,14 +70,19 @@ type Line struct {
 
 // Normalize merges lines of the same SKU and sorts them by SKU. Every
 // transaction that touches several SKUs locks them in this order, so two
-// reservations can never wait on each other (no deadlock).
+// reservations can never wait on each other (no deadlock). Quantities
+// whose sum leaves int64 are an error, never a wrapped negative.
 func Normalize(lines []Line) ([]Line, error) {
 	sum := make(map[string]int64, len(lines))
 	for _, l := range lines {
 		if l.SKU == "" || l.Quantity < 1 {
 			return nil, fmt.Errorf("line %q × %d: need a SKU and a positive quantity", l.SKU, l.Quantity)
 		}
-		sum[l.SKU] += l.Quantity
+		q, ok := addQuantity(sum[l.SKU], l.Quantity)
+		if !ok {
+			return nil, fmt.Errorf("the quantities of %q add up beyond %d", l.SKU, int64(math.MaxInt64))
+		}
+		sum[l.SKU] = q
 	}
 	out := make([]Line, 0, len(sum))
 	for sku, q := range sum {

@@ -2,18 +2,30 @@
 //
 //	POST /admin/stock   receive stock: {"items":[{"sku":"SKU-1","quantity":10}]}
 //	GET  /stock         every SKU's available / reserved / committed
+//
+// Errors are JSON {"error": "...", "field": "..."}. A receipt is checked by
+// inventory.CheckReceipt before anything is stored; a body larger than
+// MaxBody gets 413.
 package inventoryapi
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/inventory"
 	"github.com/concordhq/concord/services/inventory/inventorystore"
 )
+
+// MaxBody bounds a stock receipt's body: MaxReceiptLines lines fit well
+// within it.
+const MaxBody = 1 << 20
 
 // Handler is the inventory API.
 type Handler struct {
@@ -37,21 +49,35 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Items []inventory.Line `json:"items"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body must be {\"items\":[{\"sku\":…,\"quantity\":…}]}: " + err.Error()})
+		var tooBig *http.MaxBytesError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &tooBig):
+			kit.WriteBodyTooLarge(w, tooBig.Limit)
+		case errors.As(err, &typ):
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("%s: must be %s", typ.Field, typ.Type), "field": typ.Field})
+		default:
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body must be {\"items\":[{\"sku\":…,\"quantity\":…}]}: " + err.Error()})
+		}
 		return
 	}
-	if len(req.Items) == 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "items: at least one line is required", "field": "items"})
+	if err := inventory.CheckReceipt(req.Items); err != nil {
+		var fe *inventory.FieldError
+		errors.As(err, &fe)
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": fe.Field})
 		return
 	}
-	if _, err := inventory.Normalize(req.Items); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "items: " + err.Error(), "field": "items"})
+	err := inventorystore.Receive(r.Context(), h.Pool, req.Items)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "22003":
+		// numeric_value_out_of_range: a bucket would pass the bigint limit.
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "items: stock would exceed the largest storable quantity", "field": "items"})
 		return
-	}
-	if err := inventorystore.Receive(r.Context(), h.Pool, req.Items); err != nil {
+	case err != nil:
 		h.Log.Error("receive stock", "err", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "stock not received"})
 		return
