@@ -13,7 +13,8 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 18m
 FUZZ_TARGETS := \
 	./schemas:FuzzParseFastDecodesAsEncodingJSON \
 	./schemas:FuzzFastPathAcceptsOnlyWhatJSONSchemaAccepts \
-	./consumers/idempotent:FuzzDecodeEnvelopeFastDecodesAsEncodingJSON
+	./consumers/idempotent:FuzzDecodeEnvelopeFastDecodesAsEncodingJSON \
+	./services/order:FuzzOrderRequestThatValidatesIsStorable
 FUZZ_TIME ?= 2m
 FUZZ_PARALLEL ?= 1
 BIN := $(CURDIR)/bin
