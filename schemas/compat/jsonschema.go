@@ -24,7 +24,7 @@ func DiffJSONSchema(old, new []byte) ([]Change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new schema: %w", err)
 	}
-	d := &jsonDiff{oldRoot: o, newRoot: n, seen: map[[2]string]bool{}}
+	d := &jsonDiff{oldRoot: o, newRoot: n, inProgress: map[[2]string]bool{}}
 	d.schema(o, n, "")
 	return d.changes, nil
 }
@@ -33,7 +33,7 @@ func DiffJSONSchema(old, new []byte) ([]Change, error) {
 type jsonDiff struct {
 	oldRoot, newRoot any
 	changes          []Change
-	seen             map[[2]string]bool // $ref pairs already compared, for recursive schemas
+	inProgress       map[[2]string]bool // $ref pairs being compared, for recursive schemas
 }
 
 func (d *jsonDiff) add(ptr, rule string, old, new any, breaksBackward, breaksForward bool, hint string) {
@@ -139,7 +139,7 @@ func (d *jsonDiff) resolve(root any, s map[string]any) (map[string]any, string) 
 // compatible reports whether data valid under writer is valid under reader,
 // as far as the engine can tell.
 func (d *jsonDiff) compatible(writer, reader any) bool {
-	sub := &jsonDiff{oldRoot: d.oldRoot, newRoot: d.newRoot, seen: map[[2]string]bool{}}
+	sub := &jsonDiff{oldRoot: d.oldRoot, newRoot: d.newRoot, inProgress: map[[2]string]bool{}}
 	sub.schema(writer, reader, "")
 	for _, c := range sub.changes {
 		if c.BreaksBackward {
@@ -161,11 +161,18 @@ func (d *jsonDiff) schema(oldS, newS any, ptr string) {
 	o, ro := d.resolve(d.oldRoot, object(oldS))
 	n, rn := d.resolve(d.newRoot, object(newS))
 	if ro != "" || rn != "" {
-		key := [2]string{ro + "|" + ptr, rn}
-		if d.seen[key] {
+		// A pair of references met again inside its own comparison is a
+		// recursive schema: the comparison in progress covers it. The key
+		// holds no pointer (that grows with every level, so a recursive
+		// schema would never meet its key again), and leaves the set when
+		// the comparison ends, so a pair used at several places is still
+		// compared, and reported, at each.
+		key := [2]string{ro, rn}
+		if d.inProgress[key] {
 			return
 		}
-		d.seen[key] = true
+		d.inProgress[key] = true
+		defer delete(d.inProgress, key)
 	}
 	d.annotations(o, n, ptr)
 	d.types(o, n, ptr)
