@@ -15,7 +15,9 @@ FUZZ_TARGETS := \
 	./schemas:FuzzFastPathAcceptsOnlyWhatJSONSchemaAccepts \
 	./consumers/idempotent:FuzzDecodeEnvelopeFastDecodesAsEncodingJSON \
 	./schemas/compat:FuzzDiffJSONSchemaSelfAndDeterminism \
-	./schemas/compat:FuzzDiffAvroSelfAndDeterminism
+	./schemas/compat:FuzzDiffAvroSelfAndDeterminism \
+	./services/payment/paymentprovider:FuzzVerifyAcceptsOnlyAFreshValidSignature \
+	./services/payment/paymentprovider:FuzzEventFromBodyErrsInsteadOfPanicking
 FUZZ_TIME ?= 2m
 FUZZ_PARALLEL ?= 1
 BIN := $(CURDIR)/bin
