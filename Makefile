@@ -8,13 +8,17 @@ SHELL := /bin/bash
 MODULES := infra schemas relay consumers services examples
 PKGS := $(foreach m,$(MODULES),./$(m)/...)
 GOTEST_FLAGS ?= -race -count=1 -timeout 18m
-# The differential fuzz tests, package:Target (go test -fuzz takes one
-# target per run). FUZZ_PARALLEL is the number of fuzzing workers.
+# The fuzz tests, differential and property, package:Target (go test -fuzz
+# takes one target per run). FUZZ_PARALLEL is the number of fuzzing workers.
 FUZZ_TARGETS := \
 	./schemas:FuzzParseFastDecodesAsEncodingJSON \
 	./schemas:FuzzFastPathAcceptsOnlyWhatJSONSchemaAccepts \
 	./consumers/idempotent:FuzzDecodeEnvelopeFastDecodesAsEncodingJSON \
-	./services/order:FuzzOrderRequestThatValidatesIsStorable
+	./services/order:FuzzOrderRequestThatValidatesIsStorable \
+	./schemas/compat:FuzzDiffJSONSchemaSelfAndDeterminism \
+	./schemas/compat:FuzzDiffAvroSelfAndDeterminism \
+	./services/payment/paymentprovider:FuzzVerifyAcceptsOnlyAFreshValidSignature \
+	./services/payment/paymentprovider:FuzzEventFromBodyErrsInsteadOfPanicking
 FUZZ_TIME ?= 2m
 FUZZ_PARALLEL ?= 1
 BIN := $(CURDIR)/bin

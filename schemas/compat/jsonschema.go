@@ -24,16 +24,28 @@ func DiffJSONSchema(old, new []byte) ([]Change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new schema: %w", err)
 	}
-	d := &jsonDiff{oldRoot: o, newRoot: n, seen: map[[2]string]bool{}}
+	steps := maxDiffSteps
+	d := &jsonDiff{oldRoot: o, newRoot: n, inProgress: map[[2]string]bool{}, steps: &steps}
 	d.schema(o, n, "")
+	if steps < 0 {
+		return nil, fmt.Errorf("schemas too complex to compare: more than %d subschema comparisons", maxDiffSteps)
+	}
 	return d.changes, nil
 }
+
+// maxDiffSteps bounds the subschema comparisons of one diff. A reference
+// used at several places is compared at each, so references that each use
+// the next one twice cost 2^n comparisons; a few hundred bytes of such a
+// schema would keep Diff busy for years. Any pair of our event schemas
+// takes fewer than 30.
+const maxDiffSteps = 10_000
 
 // jsonDiff walks two schemas side by side and collects changes.
 type jsonDiff struct {
 	oldRoot, newRoot any
 	changes          []Change
-	seen             map[[2]string]bool // $ref pairs already compared, for recursive schemas
+	inProgress       map[[2]string]bool // $ref pairs being compared, for recursive schemas
+	steps            *int               // comparisons left, shared with the sub-diffs of compatible; below 0: gave up
 }
 
 func (d *jsonDiff) add(ptr, rule string, old, new any, breaksBackward, breaksForward bool, hint string) {
@@ -139,7 +151,7 @@ func (d *jsonDiff) resolve(root any, s map[string]any) (map[string]any, string) 
 // compatible reports whether data valid under writer is valid under reader,
 // as far as the engine can tell.
 func (d *jsonDiff) compatible(writer, reader any) bool {
-	sub := &jsonDiff{oldRoot: d.oldRoot, newRoot: d.newRoot, seen: map[[2]string]bool{}}
+	sub := &jsonDiff{oldRoot: d.oldRoot, newRoot: d.newRoot, inProgress: map[[2]string]bool{}, steps: d.steps}
 	sub.schema(writer, reader, "")
 	for _, c := range sub.changes {
 		if c.BreaksBackward {
@@ -150,6 +162,9 @@ func (d *jsonDiff) compatible(writer, reader any) bool {
 }
 
 func (d *jsonDiff) schema(oldS, newS any, ptr string) {
+	if *d.steps--; *d.steps < 0 {
+		return
+	}
 	if isFalse(oldS) && !isFalse(newS) {
 		d.add(ptr, "SCHEMA_REMOVED", oldS, newS, false, true, "the old schema accepted nothing here; the new one accepts values the old cannot read")
 		return
@@ -161,11 +176,18 @@ func (d *jsonDiff) schema(oldS, newS any, ptr string) {
 	o, ro := d.resolve(d.oldRoot, object(oldS))
 	n, rn := d.resolve(d.newRoot, object(newS))
 	if ro != "" || rn != "" {
-		key := [2]string{ro + "|" + ptr, rn}
-		if d.seen[key] {
+		// A pair of references met again inside its own comparison is a
+		// recursive schema: the comparison in progress covers it. The key
+		// holds no pointer (that grows with every level, so a recursive
+		// schema would never meet its key again), and leaves the set when
+		// the comparison ends, so a pair used at several places is still
+		// compared, and reported, at each.
+		key := [2]string{ro, rn}
+		if d.inProgress[key] {
 			return
 		}
-		d.seen[key] = true
+		d.inProgress[key] = true
+		defer delete(d.inProgress, key)
 	}
 	d.annotations(o, n, ptr)
 	d.types(o, n, ptr)
