@@ -123,6 +123,7 @@ func TestTotalNeverOverflows(t *testing.T) {
 		{"product overflows uint64", []Item{{Quantity: math.MaxInt64, UnitPrice: math.MaxInt64}}, math.MaxInt64, false},
 		{"sum overflows", []Item{{Quantity: 1, UnitPrice: math.MaxInt64}, {Quantity: 1, UnitPrice: 1}}, math.MaxInt64, false},
 		{"negative factors", []Item{{Quantity: -1, UnitPrice: -1}}, math.MaxInt64, false},
+		{"zero factors add nothing", []Item{{Quantity: 0, UnitPrice: 5}, {Quantity: 3, UnitPrice: 0}, {Quantity: 2, UnitPrice: 7}}, 14, true},
 	}
 	for _, c := range cases {
 		r := Request{Items: c.items}
