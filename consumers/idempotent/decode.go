@@ -40,6 +40,14 @@ func decodeRecord(cat *schemas.Catalog, handles map[string]bool, rec *kgo.Record
 		return fail(ReasonDecode, err)
 	}
 	if handles != nil && !handles[env.EventType] {
+		// A type the catalog knows but this handler does not act on is
+		// acknowledged; one the catalog does not know is nobody's event
+		// (a typo, a forged record, a producer ahead of this binary) and
+		// goes to the dead letters with its reason, not into silence.
+		if _, err := cat.Lookup(env.EventType); err != nil {
+			d.ev.Envelope = env // its id and type, for the operator
+			return fail(ReasonUnknownType, err)
+		}
 		d.ignored = true
 		return d
 	}

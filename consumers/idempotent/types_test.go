@@ -74,4 +74,21 @@ func TestTypesTheHandlerIgnoresAreOnlyAcknowledged(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A type the catalog does not know is not "another consumer's event":
+	// it is dead-lettered with its reason, and the partition goes on.
+	b, err := schemas.Envelope{EventID: schemas.NewEventID(), EventType: "order.teleported", EventVersion: 1, Timestamp: time.Now(),
+		AggregateType: "order", AggregateID: "k", CorrelationID: "k", Data: []byte(`{"order_id":"x"}`)}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(t, cl, &kgo.Record{Topic: topic, Key: []byte("k"), Value: b}, confirmed(true))
+	eventually(t, 60*time.Second, "the unknown type dead-lettered", countIs(t, pool, 1,
+		`SELECT count(*) FROM dead_letters WHERE consumer_group = $1 AND reason = 'unknown_type' AND event_type = 'order.teleported'`, group))
+	eventually(t, 60*time.Second, "the known one after it acknowledged", func() error {
+		if s := r.Stats(); s.Ignored != 5 || s.DeadLettered != 1 {
+			return errStats(s)
+		}
+		return nil
+	})
 }
