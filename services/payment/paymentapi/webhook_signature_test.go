@@ -88,6 +88,7 @@ func TestWebhookWithoutAValidSignatureChangesNothing(t *testing.T) {
 		{"wrong secret", body, providersim.SignatureHeader("whsec_someone_else", time.Now(), body)},
 		{"missing header", body, ""},
 		{"expired timestamp", body, providersim.SignatureHeader(secret, time.Now().Add(-paymentprovider.WebhookTolerance-time.Minute), body)},
+		{"timestamp from the future", body, providersim.SignatureHeader(secret, time.Now().Add(paymentprovider.WebhookTolerance+time.Minute), body)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if code, answer := r.post(t, tc.body, tc.signature); code != http.StatusBadRequest {

@@ -3,7 +3,9 @@ package paymentprovider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,11 +41,40 @@ func Verify(payload []byte, header, secret string) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("%w: %w", ErrBadSignature, err)
 	}
+	// stripe-go bounds only the age of the signed timestamp; one far ahead of
+	// our clock would stay replayable until the clock catches up.
+	if at, ok := signedAt(header); ok && time.Until(at) > WebhookTolerance {
+		return Event{}, fmt.Errorf("%w: %w: signed at %s, more than %s ahead", ErrBadSignature, ErrSignedInTheFuture,
+			at.UTC().Format(time.RFC3339), WebhookTolerance)
+	}
 	out, err := eventFrom(&ev)
 	if err != nil {
 		return Event{}, fmt.Errorf("%w: event %s: %w", ErrBadSignature, ev.ID, err)
 	}
 	return out, nil
+}
+
+// ErrSignedInTheFuture wraps (under ErrBadSignature) a delivery whose
+// signed timestamp is more than WebhookTolerance ahead of our clock.
+var ErrSignedInTheFuture = errors.New("timestamp ahead of the clock beyond the tolerance")
+
+// signedAt is the timestamp a Stripe-Signature header signs, read as
+// stripe-go reads it: pairs split on ",", the last "t=" wins.
+func signedAt(header string) (time.Time, bool) {
+	var at time.Time
+	ok := false
+	for _, pair := range strings.Split(header, ",") {
+		parts := strings.Split(pair, "=")
+		if len(parts) != 2 || parts[0] != "t" {
+			continue
+		}
+		n, err := strconv.ParseInt(parts[1], 10, 64)
+		if err != nil {
+			return time.Time{}, false
+		}
+		at, ok = time.Unix(n, 0), true
+	}
+	return at, ok
 }
 
 func eventFrom(ev *stripe.Event) (Event, error) {

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v84/webhook"
+
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/providersim"
-	"github.com/stripe/stripe-go/v84/webhook"
 )
 
 // fuzzSecret signs the fuzzed deliveries (and the checked-in corpus).
@@ -26,12 +27,9 @@ const fuzzSecret = "whsec_fuzz"
 //
 // Verify must never panic. When it accepts, the header must hold a t=T and
 // a v1 that is the HMAC of "T.body" under the secret (computed here with
-// crypto/hmac, not with stripe-go), with T no older than WebhookTolerance.
-// When the header is exactly "t=T,v1=<that HMAC>" with T fresh, Verify may
-// still refuse the body, but not its signature.
-//
-// The tolerance bounds age only: stripe-go accepts a timestamp ahead of
-// our clock however far, so the target does not ask for that.
+// crypto/hmac, not with stripe-go), with T within WebhookTolerance of our
+// clock, before or after. When the header is exactly "t=T,v1=<that HMAC>"
+// with T fresh, Verify may still refuse the body, but not its signature.
 func FuzzVerifyAcceptsOnlyAFreshValidSignature(f *testing.F) {
 	body := []byte(`{"id":"evt_1","object":"event","api_version":"` + providersim.DefaultAPIVersion +
 		`","type":"payment_intent.succeeded","created":1,"data":{"object":{"id":"pi_1","object":"payment_intent","status":"succeeded","amount":100}}}`)
@@ -45,6 +43,9 @@ func FuzzVerifyAcceptsOnlyAFreshValidSignature(f *testing.F) {
 		{"t={t},v1={v1}", -tol - 5},
 		{"t={t},v1={v1}", -86400},
 		{"t={t},v1={v1}", 60},
+		{"t={t},v1={v1}", tol - 5},
+		{"t={t},v1={v1}", tol + 5},
+		{"t={t},v1={v1}", 86400},
 		{"v1={v1},t={t}", 0},
 		{"t={t},v1=00,v1={v1},v0=ab", 0},
 		{"t={t},v1={v1},t=1", 0},
@@ -73,15 +74,15 @@ func FuzzVerifyAcceptsOnlyAFreshValidSignature(f *testing.F) {
 			if !errors.Is(err, paymentprovider.ErrBadSignature) {
 				t.Fatalf("Verify refused %q with %v, which does not wrap ErrBadSignature", header, err)
 			}
-			if header == "t="+ts+",v1="+sign(ts, body) && skew >= -tol+2 && skew <= tol &&
-				(errors.Is(err, webhook.ErrNoValidSignature) || errors.Is(err, webhook.ErrTooOld) ||
+			if header == "t="+ts+",v1="+sign(ts, body) && skew >= -tol+2 && skew <= tol-2 &&
+				(errors.Is(err, webhook.ErrNoValidSignature) || errors.Is(err, webhook.ErrTooOld) || errors.Is(err, paymentprovider.ErrSignedInTheFuture) ||
 					errors.Is(err, webhook.ErrInvalidHeader) || errors.Is(err, webhook.ErrNotSigned)) {
 				t.Fatalf("Verify refused the signature of a fresh, well-formed header %q: %v", header, err)
 			}
 			return
 		}
-		if !carriesFreshSignature(header, body, before.Add(-paymentprovider.WebhookTolerance)) {
-			t.Fatalf("Verify accepted %q for body %q: no t=T with a matching v1 no older than %s",
+		if !carriesFreshSignature(header, body, before.Add(-paymentprovider.WebhookTolerance), time.Now().Add(paymentprovider.WebhookTolerance+time.Second)) {
+			t.Fatalf("Verify accepted %q for body %q: no t=T with a matching v1 within %s of the clock",
 				header, body, paymentprovider.WebhookTolerance)
 		}
 	})
@@ -95,10 +96,10 @@ func sign(ts string, body []byte) string {
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-// carriesFreshSignature reports whether header holds a "t=T" with T at or
-// after oldest and a "v1=" whose value is the HMAC of "T.body" (T written
-// in decimal, as the provider signs it).
-func carriesFreshSignature(header string, body []byte, oldest time.Time) bool {
+// carriesFreshSignature reports whether header holds a "t=T" with T
+// between oldest and newest and a "v1=" whose value is the HMAC of
+// "T.body" (T written in decimal, as the provider signs it).
+func carriesFreshSignature(header string, body []byte, oldest, newest time.Time) bool {
 	var stamps []int64
 	var sigs [][]byte
 	for _, pair := range strings.Split(header, ",") {
@@ -118,7 +119,7 @@ func carriesFreshSignature(header string, body []byte, oldest time.Time) bool {
 		}
 	}
 	for _, ts := range stamps {
-		if time.Unix(ts, 0).Before(oldest) {
+		if at := time.Unix(ts, 0); at.Before(oldest) || at.After(newest) {
 			continue
 		}
 		want, _ := hex.DecodeString(sign(strconv.FormatInt(ts, 10), body))
