@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,5 +96,35 @@ func TestVerifyRejectsStaleTimestamps(t *testing.T) {
 	stale := providersim.SignatureHeader(whsec, time.Now().Add(-paymentprovider.WebhookTolerance-time.Second), payload)
 	if _, err := paymentprovider.Verify(payload, stale, whsec); !errors.Is(err, paymentprovider.ErrBadSignature) {
 		t.Fatalf("stale signature: %v, want ErrBadSignature", err)
+	}
+}
+
+// A signature dated ahead of our clock by more than the tolerance could be
+// replayed until the clock catches up: refused, the timestamp read as
+// stripe-go reads it (the last t= of the header).
+func TestVerifyRejectsTimestampsFromTheFuture(t *testing.T) {
+	payload := []byte(`{"id":"evt_1","object":"event","api_version":"` + providersim.DefaultAPIVersion + `","type":"payment_intent.created","created":1,"data":{"object":{"id":"pi_1","object":"payment_intent","status":"requires_payment_method"}}}`)
+	at := func(d time.Duration) string { return providersim.SignatureHeader(whsec, time.Now().Add(d), payload) }
+	ahead := paymentprovider.WebhookTolerance + time.Minute
+	future := at(ahead)
+	_, futureT, _ := strings.Cut(strings.Split(future, ",")[0], "=")
+	for _, c := range []struct {
+		name, header string
+		refused      bool
+	}{
+		{"inside the tolerance ahead", at(paymentprovider.WebhookTolerance - 30*time.Second), false},
+		{"beyond the tolerance ahead", future, true},
+		{"a future t= before the t= that is signed", "t=" + futureT + "," + at(0), false},
+		{"a second t= that is future and signed", "t=1," + future, true},
+	} {
+		_, err := paymentprovider.Verify(payload, c.header, whsec)
+		switch {
+		case c.refused && !errors.Is(err, paymentprovider.ErrSignedInTheFuture):
+			t.Errorf("%s: %v, want ErrSignedInTheFuture", c.name, err)
+		case c.refused && !errors.Is(err, paymentprovider.ErrBadSignature):
+			t.Errorf("%s: %v does not wrap ErrBadSignature", c.name, err)
+		case !c.refused && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		}
 	}
 }
