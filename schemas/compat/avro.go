@@ -122,9 +122,19 @@ func (p *avroParser) parse(v any, ns string) (*avroType, error) {
 		case "record", "error":
 			t.kind = "record"
 			fields, _ := x["fields"].([]any)
-			for _, f := range fields {
+			names := make(map[string]bool, len(fields))
+			for i, f := range fields {
 				fm, _ := f.(map[string]any)
 				name, _ := fm["name"].(string)
+				// Fields are matched by name: a nameless or repeated one
+				// has no identity to compare (Avro refuses both).
+				if name == "" {
+					return nil, fmt.Errorf("record %s: field %d without a name", t.name, i)
+				}
+				if names[name] {
+					return nil, fmt.Errorf("record %s: field %s declared twice", t.name, name)
+				}
+				names[name] = true
 				ft, err := p.parse(fm["type"], ns)
 				if err != nil {
 					return nil, fmt.Errorf("field %s: %w", name, err)

@@ -372,3 +372,18 @@ func TestFirstDifferenceIgnoresWhitespaceAndKeyOrder(t *testing.T) {
 		}
 	}
 }
+
+// Avro fields are matched by name: a record with a nameless or repeated
+// field cannot be compared, and says so instead of inventing changes.
+func TestDiffAvroRefusesFieldsWithoutAnIdentity(t *testing.T) {
+	for name, schema := range map[string]string{
+		"nameless field":  `{"type":"record","name":"R","fields":[{"type":"string"},{"type":"string"}]}`,
+		"repeated field":  `{"type":"record","name":"R","fields":[{"name":"a","type":"string"},{"name":"a","type":"long"}]}`,
+		"distinct names": `{"type":"record","name":"R","fields":[{"name":"a","type":"string"},{"name":"b","type":"long"}]}`,
+	} {
+		_, err := compat.DiffAvro([]byte(schema), []byte(schema))
+		if ok := name == "distinct names"; ok != (err == nil) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
