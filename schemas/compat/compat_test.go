@@ -377,8 +377,8 @@ func TestFirstDifferenceIgnoresWhitespaceAndKeyOrder(t *testing.T) {
 // field cannot be compared, and says so instead of inventing changes.
 func TestDiffAvroRefusesFieldsWithoutAnIdentity(t *testing.T) {
 	for name, schema := range map[string]string{
-		"nameless field":  `{"type":"record","name":"R","fields":[{"type":"string"},{"type":"string"}]}`,
-		"repeated field":  `{"type":"record","name":"R","fields":[{"name":"a","type":"string"},{"name":"a","type":"long"}]}`,
+		"nameless field": `{"type":"record","name":"R","fields":[{"type":"string"},{"type":"string"}]}`,
+		"repeated field": `{"type":"record","name":"R","fields":[{"name":"a","type":"string"},{"name":"a","type":"long"}]}`,
 		"distinct names": `{"type":"record","name":"R","fields":[{"name":"a","type":"string"},{"name":"b","type":"long"}]}`,
 	} {
 		_, err := compat.DiffAvro([]byte(schema), []byte(schema))
