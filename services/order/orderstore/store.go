@@ -256,17 +256,15 @@ func (s *Store) CancelStuck(ctx context.Context, maxAge time.Duration, limit int
 		for i, id := range ids {
 			sigs[i] = Signal{OrderID: id, Signal: order.TimedOut, Reason: order.ReasonTimeout}
 		}
-		buf := s.Outbox.NewBuffer()
-		out, err := ApplyBatch(ctx, tx, buf, sigs)
-		if err != nil {
-			return err
-		}
-		for _, o := range out {
-			if o.Changed {
-				n++
+		return s.Outbox.Emitting(ctx, tx, func(events outbox.Emitter) error {
+			out, err := ApplyBatch(ctx, tx, events, sigs)
+			for _, o := range out {
+				if o.Changed {
+					n++
+				}
 			}
-		}
-		return buf.Flush(ctx, tx)
+			return err
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel stuck orders: %w", err)
