@@ -115,7 +115,11 @@ func Run(ctx context.Context, dbURL string, brokers []string, prefix string) err
 	if err := waitFor(ctx, func() bool { return runner.Stats().Applied == 1 }); err != nil {
 		return fmt.Errorf("waiting for the event to be applied: %w", err)
 	}
-	fmt.Printf("3. applied once: %d shipment\n", count(ctx, pool))
+	n, err := count(ctx, pool)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("3. applied once: %d shipment\n", n)
 
 	// 4. The same record again: the dedupe row turns it into a no-op.
 	if err := redeliver(ctx, kafka, topic, appended.EventID); err != nil {
@@ -124,7 +128,9 @@ func Run(ctx context.Context, dbURL string, brokers []string, prefix string) err
 	if err := waitFor(ctx, func() bool { return runner.Stats().Duplicates == 1 }); err != nil {
 		return fmt.Errorf("waiting for the redelivery: %w", err)
 	}
-	n := count(ctx, pool)
+	if n, err = count(ctx, pool); err != nil {
+		return err
+	}
 	fmt.Printf("4. redelivered: skipped as a duplicate, still %d shipment\n", n)
 	if n != 1 {
 		return fmt.Errorf("%d shipments after a redelivery, want 1", n)
@@ -164,9 +170,9 @@ func createTopic(ctx context.Context, kafka kit.KafkaConfig, topic string) error
 	return publisher.CreateTopics(ctx, kadm.NewClient(cl), 1, -1, topic)
 }
 
-func count(ctx context.Context, pool *pgxpool.Pool) (n int) {
-	_ = pool.QueryRow(ctx, `select count(*) from shipments`).Scan(&n)
-	return n
+func count(ctx context.Context, pool *pgxpool.Pool) (n int, err error) {
+	err = pool.QueryRow(ctx, `select count(*) from shipments`).Scan(&n)
+	return n, err
 }
 
 // background runs f until the returned stop is called.

@@ -80,9 +80,7 @@ func TestBadReceiptIs4xxNamingTheFieldNever500(t *testing.T) {
 			}
 		})
 	}
-	var skus int
-	_ = pool.QueryRow(context.Background(), `select count(*) from stock`).Scan(&skus)
-	if skus != 0 {
+	if skus := testkit.Count(t, pool, `select count(*) from stock`); skus != 0 {
 		t.Fatalf("bad receipts stored %d SKUs; want none", skus)
 	}
 	if status, m := receive(t, srv.URL, line(`"`+strings.Repeat("S", inventory.MaxSKULen)+`"`, maxQ)); status != http.StatusOK {

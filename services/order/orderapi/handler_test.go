@@ -81,8 +81,7 @@ func TestBadInputIsRefusedWith4xxAndNothingIsStored(t *testing.T) {
 			t.Errorf("%s: field %v; want %q", c.name, m["field"], c.field)
 		}
 	}
-	var orders, events int
-	_ = pool.QueryRow(context.Background(), `select (select count(*) from orders), (select count(*) from outbox)`).Scan(&orders, &events)
+	orders, events := stored(t, pool)
 	if orders != 0 || events != 0 {
 		t.Fatalf("bad requests stored %d orders and %d events; want none", orders, events)
 	}
@@ -99,8 +98,7 @@ func TestIdempotencyKeyReturnsTheSameOrder(t *testing.T) {
 	if r3.StatusCode != 422 || m["field"] != "Idempotency-Key" {
 		t.Fatalf("same key, other body: %d %v; want 422 naming Idempotency-Key", r3.StatusCode, m)
 	}
-	var orders, events int
-	_ = pool.QueryRow(context.Background(), `select (select count(*) from orders), (select count(*) from outbox)`).Scan(&orders, &events)
+	orders, events := stored(t, pool)
 	if orders != 1 || events != 1 {
 		t.Fatalf("%d orders and %d events; want 1 and 1", orders, events)
 	}
@@ -162,8 +160,7 @@ func TestAFailedOrderWriteStoresNothing(t *testing.T) {
 	if resp.StatusCode < 500 {
 		t.Fatalf("POST with the history insert failing: %d; want a 5xx", resp.StatusCode)
 	}
-	var orders, events int
-	_ = pool.QueryRow(context.Background(), `select (select count(*) from orders), (select count(*) from outbox)`).Scan(&orders, &events)
+	orders, events := stored(t, pool)
 	if orders != 0 || events != 0 {
 		t.Fatalf("a failed POST left %d orders and %d events; want none", orders, events)
 	}
@@ -221,13 +218,17 @@ func TestHostileFieldsAre400NamingTheFieldNever500(t *testing.T) {
 			}
 		})
 	}
-	var orders int
-	_ = pool.QueryRow(context.Background(), `select count(*) from orders`).Scan(&orders)
-	if orders != 0 {
+	if orders := testkit.Count(t, pool, `select count(*) from orders`); orders != 0 {
 		t.Fatalf("hostile requests stored %d orders; want none", orders)
 	}
 	// The longest accepted values are stored.
 	if resp, m := post(t, srv.URL, addr("line1", long(order.MaxAddressLineLen)), long(order.MaxIdempotencyKeyLen)); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("longest accepted values: status %d (%v); want 201", resp.StatusCode, m)
 	}
+}
+
+// stored counts the orders and outbox events in pool's database.
+func stored(t *testing.T, pool *pgxpool.Pool) (orders, events int) {
+	t.Helper()
+	return testkit.Count(t, pool, `select count(*) from orders`), testkit.Count(t, pool, `select count(*) from outbox`)
 }
