@@ -19,7 +19,6 @@ type node struct {
 	Format      string   `json:"format"`
 	Description string   `json:"description"`
 	Enum        []any    `json:"enum"`
-	Const       any      `json:"const"`
 	Required    []string `json:"required"`
 	Properties  props    `json:"properties"`
 	Items       *node    `json:"items"`
@@ -75,7 +74,6 @@ func (n *node) typ() string {
 // gen accumulates the declarations of the generated file.
 type gen struct {
 	decls bytes.Buffer
-	avro  bool
 	time  bool
 }
 
@@ -152,13 +150,13 @@ func (g *gen) payload(fsys fs.FS, e schemas.Entry, v int) error {
 	}
 
 	g.p("// %s is the data of %s version %d (%s).\n", name, e.Type, v, file)
-	if err := g.object(name, data); err != nil {
+	if err := g.object(name, data, ""); err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	g.p("// EventType is %q.\nfunc (%s) EventType() Type { return Type%s }\n\n", e.Type, name, camel(e.Type))
 	g.p("// EventVersion is %d.\nfunc (%s) EventVersion() int { return %d }\n\n", v, name, v)
 	g.p("// PartitionKey is %s, the catalog's key field.\nfunc (p %s) PartitionKey() string { return p.%s }\n\n",
-		e.KeyField, name, field(e.KeyField))
+		e.KeyField, name, camel(e.KeyField))
 
 	if e.Encoding == schemas.EncodingAvro {
 		avsc, err := fs.ReadFile(fsys, path.Join("events", e.Type, "v"+strconv.Itoa(v)+".avsc"))
@@ -175,19 +173,15 @@ func (g *gen) payload(fsys fs.FS, e schemas.Entry, v int) error {
 	return nil
 }
 
-// object writes a struct for an object schema, then the types its fields need.
-func (g *gen) object(name string, n *node) error {
-	return g.objectOf(name, n, "")
-}
-
-// objectOf is object for a struct nested in parent (doc comment says so).
-func (g *gen) objectOf(name string, n *node, parent string) error {
+// object writes a struct for an object schema, then the types its fields
+// need; a struct nested in parent (not "") says so in its doc comment.
+func (g *gen) object(name string, n *node, parent string) error {
 	var later []func() error
 	var body bytes.Buffer
 	for _, prop := range n.Properties.names {
 		pn := n.Properties.nodes[prop]
 		required := contains(n.Required, prop)
-		goType, extra, err := g.goType(name+field(prop), pn, required, name)
+		goType, extra, err := g.goType(name+camel(prop), pn, required, name)
 		if err != nil {
 			return fmt.Errorf("%s: %w", prop, err)
 		}
@@ -201,7 +195,7 @@ func (g *gen) objectOf(name string, n *node, parent string) error {
 		if !required {
 			tag += ",omitempty"
 		}
-		fmt.Fprintf(&body, "\t%s %s `json:%q`\n", field(prop), goType, tag)
+		fmt.Fprintf(&body, "\t%s %s `json:%q`\n", camel(prop), goType, tag)
 	}
 	if parent != "" {
 		g.p("// %s is a value of a field of %s.\n", name, parent)
@@ -251,7 +245,7 @@ func (g *gen) goType(name string, n *node, required bool, parent string) (string
 	case "boolean":
 		return ptr("bool"), nil, nil
 	case "object":
-		return ptr(name), func() error { return g.objectOf(name, n, parent) }, nil
+		return ptr(name), func() error { return g.object(name, n, parent) }, nil
 	case "array":
 		if n.Items == nil {
 			return "", nil, fmt.Errorf("array without items")
@@ -297,8 +291,6 @@ func camel(s string) string {
 	}
 	return b.String()
 }
-
-func field(prop string) string { return camel(prop) }
 
 // singular names the element type of an array field: Items → Item.
 func singular(name string) string {
