@@ -69,7 +69,7 @@ func intentOf(ev idempotent.Event, d contract.InventoryReservedV2) (paymentstore
 func BatchHandler(mux *idempotent.Mux) idempotent.BatchHandler {
 	return func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, out outbox.Emitter) error {
 		// Decode what the batch locks and reserves once, up front.
-		intents := make(map[int]paymentstore.NewIntent)
+		intents := make([]*paymentstore.NewIntent, len(evs)) // by event; nil: not a reservation
 		var ids []string
 		for i, ev := range evs {
 			switch ev.Type() {
@@ -82,7 +82,7 @@ func BatchHandler(mux *idempotent.Mux) idempotent.BatchHandler {
 				if err != nil {
 					return err
 				}
-				intents[i] = in
+				intents[i] = &in
 				ids = append(ids, d.OrderID)
 			case contract.TypeOrderCancelled:
 				d, err := idempotent.Decode[contract.OrderCancelledV1](ev)
@@ -103,8 +103,8 @@ func BatchHandler(mux *idempotent.Mux) idempotent.BatchHandler {
 			return err
 		}
 		for i, ev := range evs {
-			if in, ok := intents[i]; ok {
-				pending = append(pending, in)
+			if in := intents[i]; in != nil {
+				pending = append(pending, *in)
 				continue
 			}
 			if err := flush(); err != nil {
