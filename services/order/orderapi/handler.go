@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/order"
 	"github.com/concordhq/concord/services/order/orderstore"
 )
@@ -108,7 +109,7 @@ func (h *Handler) decodeError(w http.ResponseWriter, err error) {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &tooBig):
-		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("body larger than %d bytes", MaxBody)})
+		kit.WriteBodyTooLarge(w, tooBig.Limit)
 	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON: " + err.Error()})
 	case errors.As(err, &typ):
