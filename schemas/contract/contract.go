@@ -23,6 +23,7 @@ import (
 	"fmt"
 
 	"github.com/concordhq/concord/schemas"
+	"github.com/concordhq/concord/schemas/compat"
 )
 
 // Type is an event type of the catalog, e.g. TypeOrderCreated.
@@ -87,20 +88,19 @@ func Decode[T Payload](env schemas.Envelope) (T, error) {
 }
 
 // CanRead reports whether a reader of version reader of t can read data
-// written as version written, under t's compatibility mode.
+// written as version written, under t's compatibility mode (compat.Mode's
+// promises: BACKWARD, new reads old; FORWARD, old reads new; FULL, both;
+// the previous version only, or every one when transitive).
 func CanRead(t Type, reader, written int) bool {
 	if reader == written {
 		return true
 	}
-	switch entries[t].compatibility {
-	case schemas.Backward, schemas.BackwardTransitive:
-		return written < reader && (written == reader-1 || entries[t].compatibility == schemas.BackwardTransitive)
-	case schemas.Forward, schemas.ForwardTransitive:
-		return written > reader && (written == reader+1 || entries[t].compatibility == schemas.ForwardTransitive)
-	case schemas.Full:
-		return written == reader-1 || written == reader+1
-	case schemas.FullTransitive:
-		return true
+	m := compat.Mode(entries[t].compatibility)
+	if d := reader - written; d != 1 && d != -1 && !m.Transitive() {
+		return false
 	}
-	return false
+	if written < reader {
+		return m.PromisesBackward()
+	}
+	return m.PromisesForward()
 }
