@@ -3,15 +3,28 @@ package compat
 import (
 	"fmt"
 	"math/big"
+	"regexp"
 	"slices"
 	"strings"
 )
 
 // DiffJSONSchema lists the changes between two JSON Schema documents with
-// Confluent's rule names. Local references ("#/$defs/x") are followed;
-// keywords the engine does not model (if/then/else, not, dependent*,
-// contains, unevaluated*) are compared as opaque values and any change to
-// them is reported as KEYWORD_CHANGED, breaking both directions.
+// the rules of Confluent Schema Registry's JSON Schema checker: the same
+// difference types (Rule), found the same way, judged the same way.
+//
+// BreaksBackward is Confluent's verdict on the change: its type is not one
+// of the checker's compatible types. FORWARD is judged as Confluent judges
+// it, by comparing the other way round (the new schema as the original,
+// the old one as the update): a change that makes that comparison fail
+// has BreaksForward set, and a failure of the reverse comparison at a
+// place the forward one did not report is listed as a change of its own,
+// read from new to old (its Hint says so).
+//
+// Local references ("#/$defs/x") are followed. Keywords Confluent's checker
+// does not compare (if/then/else, contains, propertyNames, contentEncoding
+// and other non-annotations) are compared as whole values here, and any
+// change to them is KEYWORD_CHANGED, breaking both directions: stricter
+// than Confluent, which ignores them.
 //
 // Changes to the envelope's event_version constant are expected between
 // versions of one event and are not reported; everything else is.
@@ -24,39 +37,293 @@ func DiffJSONSchema(old, new []byte) ([]Change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new schema: %w", err)
 	}
-	steps := maxDiffSteps
-	d := &jsonDiff{oldRoot: o, newRoot: n, inProgress: map[[2]string]bool{}, steps: &steps}
-	d.schema(o, n, "")
-	if steps < 0 {
+	o, n = withoutVersionConst(o), withoutVersionConst(n)
+	forward, err := diffOnce(o, n)
+	if err != nil {
+		return nil, err
+	}
+	reverse, err := diffOnce(n, o)
+	if err != nil {
+		return nil, err
+	}
+	return mergeReverse(forward, reverse), nil
+}
+
+// maxDiffSteps bounds the subschema comparisons of one diff. Combinations
+// compare every old branch with every new one, and a reference used at
+// several places is compared at each, so a few hundred bytes of schema can
+// ask for years of work; any pair of our event schemas takes a few hundred.
+const maxDiffSteps = 20_000
+
+// diffOnce compares original with update, Confluent's way round: the
+// result says whether update reads what original accepted.
+func diffOnce(original, update any) ([]Change, error) {
+	d := &jsonDiff{
+		old: newLoader(original), new: newLoader(update),
+		memo: map[[2]string][]Change{}, inProgress: map[[2]string]bool{}, steps: maxDiffSteps,
+	}
+	var c diffCtx
+	d.compare(&c, "", d.old.load(original, ""), d.new.load(update, ""))
+	if d.steps < 0 {
 		return nil, fmt.Errorf("schemas too complex to compare: more than %d subschema comparisons", maxDiffSteps)
 	}
-	return d.changes, nil
+	return c.changes, nil
 }
 
-// maxDiffSteps bounds the subschema comparisons of one diff. A reference
-// used at several places is compared at each, so references that each use
-// the next one twice cost 2^n comparisons; a few hundred bytes of such a
-// schema would keep Diff busy for years. Any pair of our event schemas
-// takes fewer than 30.
-const maxDiffSteps = 10_000
+// mergeReverse marks the forward changes the reverse comparison found
+// breaking at the same place, and appends the reverse failures found
+// nowhere in the forward list.
+func mergeReverse(forward, reverse []Change) []Change {
+	for _, r := range reverse {
+		if !r.BreaksBackward {
+			continue
+		}
+		i := slices.IndexFunc(forward, func(c Change) bool { return c.Pointer == r.Pointer })
+		if i >= 0 {
+			forward[i].BreaksForward = true
+			continue
+		}
+		forward = append(forward, Change{
+			Pointer: r.Pointer, Rule: r.Rule, Old: r.New, New: r.Old, BreaksForward: true,
+			Hint: "found reading data of the new schema with the old one: " + r.Hint,
+		})
+	}
+	return forward
+}
 
-// jsonDiff walks two schemas side by side and collects changes.
+// withoutVersionConst drops the envelope's event_version constant, which
+// each version of an event sets to its own number.
+func withoutVersionConst(doc any) any {
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return doc
+	}
+	props, ok := m["properties"].(map[string]any)
+	if !ok {
+		return doc
+	}
+	ev, ok := props["event_version"].(map[string]any)
+	if !ok {
+		return doc
+	}
+	if _, ok := ev["const"]; !ok {
+		return doc
+	}
+	ev2 := map[string]any{}
+	for k, v := range ev {
+		if k != "const" {
+			ev2[k] = v
+		}
+	}
+	props2 := map[string]any{}
+	for k, v := range props {
+		props2[k] = v
+	}
+	props2["event_version"] = ev2
+	m2 := map[string]any{}
+	for k, v := range m {
+		m2[k] = v
+	}
+	m2["properties"] = props2
+	return m2
+}
+
+// jsonDiff compares two loaded documents. Results of comparing a pair of
+// nodes are memoised relative to the pair, so a combination that compares
+// every branch with every other pays once per pair; a pair met again
+// while it is being compared is a recursive schema meeting itself, and is
+// taken as compatible (the comparison in progress covers it).
 type jsonDiff struct {
-	oldRoot, newRoot any
-	changes          []Change
-	inProgress       map[[2]string]bool // $ref pairs being compared, for recursive schemas
-	steps            *int               // comparisons left, shared with the sub-diffs of compatible; below 0: gave up
+	old, new   *loader
+	memo       map[[2]string][]Change
+	inProgress map[[2]string]bool
+	steps      int // comparisons left; below 0: gave up
 }
 
-func (d *jsonDiff) add(ptr, rule string, old, new any, breaksBackward, breaksForward bool, hint string) {
-	c := Change{Pointer: ptr, Rule: rule, BreaksBackward: breaksBackward, BreaksForward: breaksForward, Hint: hint}
+// diffCtx collects the changes of one comparison.
+type diffCtx struct{ changes []Change }
+
+func (c *diffCtx) add(ptr, rule string, old, new any) {
+	ch := Change{Pointer: ptr, Rule: rule, BreaksBackward: !compatibleRules[rule], Hint: ruleHints[rule]}
 	if old != absent {
-		c.Old = compact(old)
+		ch.Old = compact(old)
 	}
 	if new != absent {
-		c.New = compact(new)
+		ch.New = compact(new)
 	}
-	d.changes = append(d.changes, c)
+	c.changes = append(c.changes, ch)
+}
+
+// compatible reports whether no change collected so far breaks.
+func (c *diffCtx) compatible() bool {
+	for _, ch := range c.changes {
+		if ch.BreaksBackward {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *diffCtx) addAll(cs []Change) { c.changes = append(c.changes, cs...) }
+
+// compare compares original with update at ptr.
+func (d *jsonDiff) compare(c *diffCtx, ptr string, o, n *node) {
+	if d.steps--; d.steps < 0 {
+		return
+	}
+	switch {
+	case o == nil && n == nil:
+		return
+	case o == nil:
+		c.add(ptr, "SCHEMA_ADDED", absent, n.raw)
+		return
+	case n == nil:
+		c.add(ptr, "SCHEMA_REMOVED", o.raw, absent)
+		return
+	}
+	key := [2]string{o.loc, n.loc}
+	if cached, ok := d.memo[key]; ok {
+		// Each reuse copies its changes, so it costs as many steps: a change
+		// reached along 2^n paths is reported 2^n times, or the diff gives up.
+		if d.steps -= len(cached); d.steps < 0 {
+			return
+		}
+		c.addAll(rebase(ptr, cached))
+		return
+	}
+	if d.inProgress[key] {
+		return
+	}
+	d.inProgress[key] = true
+	var sub diffCtx
+	d.compareTypes(&sub, o, n)
+	delete(d.inProgress, key)
+	d.memo[key] = sub.changes
+	c.addAll(rebase(ptr, sub.changes))
+}
+
+func rebase(ptr string, cs []Change) []Change {
+	out := make([]Change, len(cs))
+	for i, ch := range cs {
+		ch.Pointer = ptr + ch.Pointer
+		out[i] = ch
+	}
+	return out
+}
+
+// try compares o with n on the side, for the rules that ask whether one
+// schema could stand for another.
+func (d *jsonDiff) try(o, n *node) *diffCtx {
+	var sub diffCtx
+	d.compare(&sub, "", o, n)
+	return &sub
+}
+
+func (d *jsonDiff) compareTypes(c *diffCtx, o, n *node) {
+	switch {
+	case o.kind != kindCombined && n.kind == kindCombined:
+		if len(n.subs) == 1 {
+			if sub := d.try(o, n.subs[0]); sub.compatible() {
+				c.addAll(sub.changes)
+				return
+			}
+		} else if n.criterion == anyOf || n.criterion == oneOf {
+			for _, s := range n.subs {
+				if sub := d.try(o, s); sub.compatible() {
+					c.addAll(sub.changes)
+					c.add("", "SUM_TYPE_EXTENDED", o.raw, n.raw)
+					return
+				}
+			}
+		}
+	case o.kind == kindCombined && n.kind != kindCombined:
+		if len(o.subs) == 1 {
+			if sub := d.try(o.subs[0], n); sub.compatible() {
+				c.addAll(sub.changes)
+				return
+			}
+		} else if o.criterion == allOf {
+			for _, s := range o.subs {
+				if sub := d.try(s, n); sub.compatible() {
+					c.addAll(sub.changes)
+					c.add("", "PRODUCT_TYPE_NARROWED", o.raw, n.raw)
+					return
+				}
+			}
+		}
+	}
+	if !sameKind(o, n) {
+		if o.kind == kindFalse || n.isEmptyKind() {
+			return // nothing to read, or anything readable
+		}
+		c.add("", "TYPE_CHANGED", kindValue(o), kindValue(n))
+		return
+	}
+	if o.annotated && n.annotated {
+		for _, a := range []struct{ key, rule string }{
+			{"$id", "ID_CHANGED"}, {"title", "TITLE_CHANGED"}, {"description", "DESCRIPTION_CHANGED"}, {"default", "DEFAULT_CHANGED"},
+		} {
+			ov, nv := get(o.raw, a.key), get(n.raw, a.key)
+			if compactOr(ov) != compactOr(nv) {
+				c.add("/"+a.key, a.rule, ov, nv)
+			}
+		}
+	}
+	switch o.kind {
+	case kindString, kindNumber, kindObject, kindArray:
+		// Stricter than Confluent, which does not compare these: without
+		// "type", a schema of string keywords accepts any non-string too.
+		switch {
+		case !o.typed && n.typed:
+			c.add("/type", "TYPE_NARROWED", absent, n.raw["type"])
+		case o.typed && !n.typed:
+			c.add("/type", "TYPE_EXTENDED", o.raw["type"], absent)
+		}
+	}
+	switch o.kind {
+	case kindString:
+		d.strings(c, o, n)
+	case kindNumber:
+		d.numbers(c, o, n)
+	case kindConst:
+		if compact(o.raw["const"]) != compact(n.raw["const"]) {
+			c.add("/const", "ENUM_ARRAY_CHANGED", o.raw["const"], n.raw["const"])
+		}
+	case kindEnum:
+		d.enums(c, o, n)
+	case kindCombined:
+		d.combined(c, o, n)
+	case kindNot:
+		sub := d.try(n.not, o.not) // not inverts: the old negation must cover the new one
+		if sub.compatible() {
+			c.add("/not", "NOT_TYPE_NARROWED", o.raw["not"], n.raw["not"])
+		} else {
+			c.add("/not", "NOT_TYPE_EXTENDED", o.raw["not"], n.raw["not"])
+		}
+	case kindObject:
+		d.objects(c, o, n)
+	case kindArray:
+		d.arrays(c, o, n)
+	case kindConditional:
+		if compact(o.raw) != compact(n.raw) {
+			c.add("/if", "KEYWORD_CHANGED", o.raw, n.raw)
+		}
+	}
+	if o.annotated && n.annotated {
+		d.opaque(c, o.raw, n.raw)
+	}
+}
+
+// sameKind is Confluent's "same schema class": true and {} differ (both
+// accept anything, which compareTypes allows for separately), and any two
+// combinations are alike.
+func sameKind(o, n *node) bool { return o.kind == n.kind }
+
+func kindValue(n *node) any {
+	if n.raw == nil {
+		return n.kind == kindTrue
+	}
+	return n.raw
 }
 
 // absent marks a keyword missing from one side.
@@ -69,148 +336,6 @@ func get(m map[string]any, k string) any {
 	return absent
 }
 
-// object returns the schema as a keyword map; true and {} are the empty
-// map, false is {"not": {}}.
-func object(s any) map[string]any {
-	switch x := s.(type) {
-	case map[string]any:
-		return x
-	case bool:
-		if !x {
-			return map[string]any{"not": map[string]any{}}
-		}
-	}
-	return map[string]any{}
-}
-
-// isEmpty reports whether a schema accepts every value.
-func isEmpty(s any) bool {
-	if s == absent {
-		return true
-	}
-	if b, ok := s.(bool); ok {
-		return b
-	}
-	m, ok := s.(map[string]any)
-	if !ok {
-		return false
-	}
-	for k := range m {
-		if !isAnnotation(k) {
-			return false
-		}
-	}
-	return true
-}
-
-// isAnnotation reports whether a keyword only describes: the standard
-// annotations, and vendor extensions ("x-…", e.g. contractgen's
-// "x-go-type"), which validators ignore as Confluent's checker does.
-func isAnnotation(k string) bool { return annotation[k] || strings.HasPrefix(k, "x-") }
-
-// isFalse reports whether a schema rejects every value.
-func isFalse(s any) bool {
-	b, ok := s.(bool)
-	return ok && !b
-}
-
-var annotation = map[string]bool{
-	"$schema": true, "$id": true, "$comment": true, "title": true, "description": true,
-	"default": true, "examples": true, "deprecated": true, "readOnly": true, "writeOnly": true,
-	"$defs": true, "definitions": true, "$anchor": true,
-}
-
-// resolve follows a local $ref; it returns the target and the ref key.
-func (d *jsonDiff) resolve(root any, s map[string]any) (map[string]any, string) {
-	ref, ok := s["$ref"].(string)
-	if !ok || !strings.HasPrefix(ref, "#") {
-		return s, ""
-	}
-	cur := root
-	for _, tok := range strings.Split(strings.TrimPrefix(ref, "#"), "/")[1:] {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return s, ""
-		}
-		cur = m[tok]
-	}
-	target := object(cur)
-	merged := map[string]any{}
-	for k, v := range target {
-		merged[k] = v
-	}
-	for k, v := range s { // siblings of $ref apply too (2020-12)
-		if k != "$ref" {
-			merged[k] = v
-		}
-	}
-	return merged, ref
-}
-
-// compatible reports whether data valid under writer is valid under reader,
-// as far as the engine can tell.
-func (d *jsonDiff) compatible(writer, reader any) bool {
-	sub := &jsonDiff{oldRoot: d.oldRoot, newRoot: d.newRoot, inProgress: map[[2]string]bool{}, steps: d.steps}
-	sub.schema(writer, reader, "")
-	for _, c := range sub.changes {
-		if c.BreaksBackward {
-			return false
-		}
-	}
-	return true
-}
-
-func (d *jsonDiff) schema(oldS, newS any, ptr string) {
-	if *d.steps--; *d.steps < 0 {
-		return
-	}
-	if isFalse(oldS) && !isFalse(newS) {
-		d.add(ptr, "SCHEMA_REMOVED", oldS, newS, false, true, "the old schema accepted nothing here; the new one accepts values the old cannot read")
-		return
-	}
-	if isEmpty(oldS) && !isEmpty(newS) && oldS != absent {
-		d.add(ptr, "TYPE_NARROWED", oldS, newS, true, false, "the old schema accepted any value here; constrain it in a new property instead")
-		return
-	}
-	o, ro := d.resolve(d.oldRoot, object(oldS))
-	n, rn := d.resolve(d.newRoot, object(newS))
-	if ro != "" || rn != "" {
-		// A pair of references met again inside its own comparison is a
-		// recursive schema: the comparison in progress covers it. The key
-		// holds no pointer (that grows with every level, so a recursive
-		// schema would never meet its key again), and leaves the set when
-		// the comparison ends, so a pair used at several places is still
-		// compared, and reported, at each.
-		key := [2]string{ro, rn}
-		if d.inProgress[key] {
-			return
-		}
-		d.inProgress[key] = true
-		defer delete(d.inProgress, key)
-	}
-	d.annotations(o, n, ptr)
-	d.types(o, n, ptr)
-	d.enums(o, n, ptr)
-	d.bounds(o, n, ptr)
-	d.strings(o, n, ptr)
-	d.objects(o, n, ptr)
-	d.arrays(o, n, ptr)
-	d.combined(o, n, ptr)
-	d.opaque(o, n, ptr)
-}
-
-func (d *jsonDiff) annotations(o, n map[string]any, ptr string) {
-	for _, k := range []struct{ key, rule string }{
-		{"$id", "ID_CHANGED"}, {"title", "TITLE_CHANGED"}, {"description", "DESCRIPTION_CHANGED"}, {"default", "DEFAULT_CHANGED"},
-	} {
-		ov, nv := get(o, k.key), get(n, k.key)
-		if compactOr(ov) != compactOr(nv) {
-			d.add(ptr+"/"+k.key, k.rule, ov, nv, false, false, "")
-		}
-	}
-}
-
 func compactOr(v any) string {
 	if v == absent {
 		return "\x00absent"
@@ -218,101 +343,110 @@ func compactOr(v any) string {
 	return compact(v)
 }
 
-// typeSet is the set of JSON types a schema allows; nil means any.
-func typeSet(m map[string]any) map[string]bool {
-	switch t := get(m, "type").(type) {
-	case string:
-		return map[string]bool{t: true}
-	case []any:
-		out := map[string]bool{}
-		for _, x := range t {
-			if s, ok := x.(string); ok {
-				out[s] = true
-			}
-		}
-		return out
-	}
-	return nil
+// isAnnotation reports whether a keyword only describes: the standard
+// annotations, and vendor extensions ("x-…", e.g. contractgen's
+// "x-go-type"), which validators ignore as Confluent's checker does.
+func isAnnotation(k string) bool { return annotation[k] || strings.HasPrefix(k, "x-") }
+
+var annotation = map[string]bool{
+	"$schema": true, "$id": true, "$comment": true, "title": true, "description": true,
+	"default": true, "examples": true, "deprecated": true, "readOnly": true, "writeOnly": true,
+	"$defs": true, "definitions": true, "$anchor": true,
 }
 
-// covers reports whether set a allows every value set b allows.
-func covers(a, b map[string]bool) bool {
-	if a == nil {
-		return true
+func number(v any) (*big.Rat, bool) {
+	if v == absent {
+		return nil, false
 	}
-	if b == nil {
-		return false
-	}
-	for t := range b {
-		if !a[t] && !(t == "integer" && a["number"]) {
-			return false
-		}
-	}
-	return true
+	r, ok := new(big.Rat).SetString(compact(v))
+	return r, ok
 }
 
-func (d *jsonDiff) types(o, n map[string]any, ptr string) {
-	ot, nt := typeSet(o), typeSet(n)
-	oc, nc := covers(nt, ot), covers(ot, nt)
+// limit compares one numeric keyword; largerLoosens says which way
+// relaxes it (only for the rule name: the verdict is the rule's).
+func limit(c *diffCtx, o, n map[string]any, key, name string) {
+	ov, nv := get(o, key), get(n, key)
+	x, okx := number(ov)
+	y, oky := number(nv)
 	switch {
-	case oc && nc:
-		return
-	case oc:
-		d.add(ptr+"/type", "TYPE_EXTENDED", get(o, "type"), get(n, "type"), false, true,
-			"old consumers cannot read the new values; fine under BACKWARD, breaks FORWARD")
-	case nc:
-		d.add(ptr+"/type", "TYPE_NARROWED", get(o, "type"), get(n, "type"), true, false,
-			"data already written may have the dropped type; add a new property instead of narrowing this one")
+	case !okx && !oky:
+	case !okx:
+		c.add("/"+key, name+"_ADDED", ov, nv)
+	case !oky:
+		c.add("/"+key, name+"_REMOVED", ov, nv)
+	case y.Cmp(x) > 0:
+		c.add("/"+key, name+"_INCREASED", ov, nv)
+	case y.Cmp(x) < 0:
+		c.add("/"+key, name+"_DECREASED", ov, nv)
+	}
+}
+
+func (d *jsonDiff) strings(c *diffCtx, o, n *node) {
+	limit(c, o.raw, n.raw, "maxLength", "MAX_LENGTH")
+	limit(c, o.raw, n.raw, "minLength", "MIN_LENGTH")
+	ov, nv := get(o.raw, "pattern"), get(n.raw, "pattern")
+	switch {
+	case compactOr(ov) == compactOr(nv):
+	case ov == absent:
+		c.add("/pattern", "PATTERN_ADDED", ov, nv)
+	case nv == absent:
+		c.add("/pattern", "PATTERN_REMOVED", ov, nv)
 	default:
-		d.add(ptr+"/type", "TYPE_CHANGED", get(o, "type"), get(n, "type"), true, true,
-			"a type change breaks readers in both directions; add a new property with the new type")
+		c.add("/pattern", "PATTERN_CHANGED", ov, nv)
 	}
 }
 
-// enumSet is the enum (or const) of a schema as canonical strings; nil
-// means unrestricted.
-func enumSet(m map[string]any) ([]string, any) {
-	if c := get(m, "const"); c != absent {
-		return []string{compact(c)}, c
-	}
-	if e, ok := get(m, "enum").([]any); ok {
-		out := make([]string, len(e))
-		for i, v := range e {
-			out[i] = compact(v)
-		}
-		return out, e
-	}
-	return nil, absent
-}
-
-func (d *jsonDiff) enums(o, n map[string]any, ptr string) {
-	oe, ov := enumSet(o)
-	ne, nv := enumSet(n)
-	key := "/enum"
-	if get(n, "const") != absent || (ne == nil && get(o, "const") != absent) {
-		key = "/const"
-	}
-	if ptr == "/properties/event_version" && key == "/const" {
-		return // each version of an envelope carries its own number
+func (d *jsonDiff) numbers(c *diffCtx, o, n *node) {
+	limit(c, o.raw, n.raw, "maximum", "MAXIMUM")
+	limit(c, o.raw, n.raw, "minimum", "MINIMUM")
+	limit(c, o.raw, n.raw, "exclusiveMaximum", "EXCLUSIVE_MAXIMUM")
+	limit(c, o.raw, n.raw, "exclusiveMinimum", "EXCLUSIVE_MINIMUM")
+	ov, nv := get(o.raw, "multipleOf"), get(n.raw, "multipleOf")
+	x, okx := number(ov)
+	y, oky := number(nv)
+	switch {
+	case !okx && !oky:
+	case !okx:
+		c.add("/multipleOf", "MULTIPLE_OF_ADDED", ov, nv)
+	case !oky:
+		c.add("/multipleOf", "MULTIPLE_OF_REMOVED", ov, nv)
+	case x.Cmp(y) == 0:
+	case x.Sign() != 0 && new(big.Rat).Quo(y, x).IsInt():
+		c.add("/multipleOf", "MULTIPLE_OF_EXPANDED", ov, nv)
+	case y.Sign() != 0 && new(big.Rat).Quo(x, y).IsInt():
+		c.add("/multipleOf", "MULTIPLE_OF_REDUCED", ov, nv)
+	default:
+		c.add("/multipleOf", "MULTIPLE_OF_CHANGED", ov, nv)
 	}
 	switch {
-	case oe == nil && ne == nil:
-	case oe == nil:
-		d.add(ptr+key, "ENUM_ARRAY_NARROWED", ov, nv, true, false, "data already written may hold any value here")
-	case ne == nil:
-		d.add(ptr+key, "ENUM_ARRAY_EXTENDED", ov, nv, false, true, "old consumers reject values outside the old enum")
-	default:
-		added, removed := setDiff(ne, oe), setDiff(oe, ne)
-		switch {
-		case len(added) == 0 && len(removed) == 0:
-		case len(removed) == 0:
-			d.add(ptr+key, "ENUM_ARRAY_EXTENDED", ov, nv, false, true, "old consumers reject the added values "+strings.Join(added, ", "))
-		case len(added) == 0:
-			d.add(ptr+key, "ENUM_ARRAY_NARROWED", ov, nv, true, false, "data already written may hold the removed values "+strings.Join(removed, ", "))
-		default:
-			d.add(ptr+key, "ENUM_ARRAY_CHANGED", ov, nv, true, true, "values were both added and removed; only add values, in a new version")
-		}
+	case o.integer && !n.integer:
+		c.add("", "TYPE_EXTENDED", o.raw["type"], n.raw["type"])
+	case !o.integer && n.integer:
+		c.add("", "TYPE_NARROWED", get(o.raw, "type"), n.raw["type"])
 	}
+}
+
+func (d *jsonDiff) enums(c *diffCtx, o, n *node) {
+	oe, ne := enumValues(o.raw["enum"]), enumValues(n.raw["enum"])
+	added, removed := setDiff(ne, oe), setDiff(oe, ne)
+	switch {
+	case len(added) == 0 && len(removed) == 0:
+	case len(removed) == 0:
+		c.add("/enum", "ENUM_ARRAY_EXTENDED", o.raw["enum"], n.raw["enum"])
+	case len(added) == 0:
+		c.add("/enum", "ENUM_ARRAY_NARROWED", o.raw["enum"], n.raw["enum"])
+	default:
+		c.add("/enum", "ENUM_ARRAY_CHANGED", o.raw["enum"], n.raw["enum"])
+	}
+}
+
+func enumValues(v any) []string {
+	arr, _ := v.([]any)
+	out := make([]string, len(arr))
+	for i, x := range arr {
+		out[i] = compact(x)
+	}
+	return out
 }
 
 func setDiff(a, b []string) []string {
@@ -323,119 +457,6 @@ func setDiff(a, b []string) []string {
 		}
 	}
 	return out
-}
-
-// bound describes one limit keyword: whether a larger value loosens it.
-type bound struct {
-	key, name     string
-	largerLoosens bool
-}
-
-var numericBounds = []bound{
-	{"maximum", "MAXIMUM", true}, {"exclusiveMaximum", "EXCLUSIVE_MAXIMUM", true},
-	{"minimum", "MINIMUM", false}, {"exclusiveMinimum", "EXCLUSIVE_MINIMUM", false},
-	{"maxLength", "MAX_LENGTH", true}, {"minLength", "MIN_LENGTH", false},
-	{"maxItems", "MAX_ITEMS", true}, {"minItems", "MIN_ITEMS", false},
-	{"maxProperties", "MAX_PROPERTIES", true}, {"minProperties", "MIN_PROPERTIES", false},
-}
-
-func number(v any) (*big.Rat, bool) {
-	r, ok := new(big.Rat).SetString(compact(v))
-	return r, ok
-}
-
-func (d *jsonDiff) bounds(o, n map[string]any, ptr string) {
-	for _, b := range numericBounds {
-		ov, nv := get(o, b.key), get(n, b.key)
-		p := ptr + "/" + b.key
-		switch {
-		case ov == absent && nv == absent:
-		case ov == absent:
-			d.add(p, b.name+"_ADDED", ov, nv, true, false, "data already written may be outside the new limit")
-		case nv == absent:
-			d.add(p, b.name+"_REMOVED", ov, nv, false, true, "old consumers reject values outside the old limit")
-		default:
-			x, okx := number(ov)
-			y, oky := number(nv)
-			if !okx || !oky {
-				continue
-			}
-			switch cmp := y.Cmp(x); {
-			case cmp == 0:
-			case (cmp > 0) == b.largerLoosens:
-				rule := b.name + "_INCREASED"
-				if cmp < 0 {
-					rule = b.name + "_DECREASED"
-				}
-				d.add(p, rule, ov, nv, false, true, "the limit was relaxed: old consumers reject the newly allowed values")
-			default:
-				rule := b.name + "_INCREASED"
-				if cmp < 0 {
-					rule = b.name + "_DECREASED"
-				}
-				d.add(p, rule, ov, nv, true, false, "the limit was tightened: data already written may break it")
-			}
-		}
-	}
-	ov, nv := get(o, "multipleOf"), get(n, "multipleOf")
-	p := ptr + "/multipleOf"
-	switch {
-	case ov == absent && nv == absent:
-	case ov == absent:
-		d.add(p, "MULTIPLE_OF_ADDED", ov, nv, true, false, "data already written may not be a multiple")
-	case nv == absent:
-		d.add(p, "MULTIPLE_OF_REMOVED", ov, nv, false, true, "old consumers reject non-multiples")
-	default:
-		x, okx := number(ov)
-		y, oky := number(nv)
-		if !okx || !oky || x.Cmp(y) == 0 {
-			return
-		}
-		switch {
-		case new(big.Rat).Quo(x, y).IsInt():
-			d.add(p, "MULTIPLE_OF_REDUCED", ov, nv, false, true, "old consumers reject the newly allowed values")
-		case new(big.Rat).Quo(y, x).IsInt():
-			d.add(p, "MULTIPLE_OF_EXPANDED", ov, nv, true, false, "data already written may not be a multiple of the new value")
-		default:
-			d.add(p, "MULTIPLE_OF_CHANGED", ov, nv, true, true, "the new multiple neither divides nor is divided by the old one")
-		}
-	}
-}
-
-func (d *jsonDiff) strings(o, n map[string]any, ptr string) {
-	for _, k := range []struct{ key, name string }{{"pattern", "PATTERN"}, {"format", "FORMAT"}} {
-		ov, nv := get(o, k.key), get(n, k.key)
-		p := ptr + "/" + k.key
-		switch {
-		case compactOr(ov) == compactOr(nv):
-		case ov == absent:
-			d.add(p, k.name+"_ADDED", ov, nv, true, false, "data already written may not match; validate it in a new property")
-		case nv == absent:
-			d.add(p, k.name+"_REMOVED", ov, nv, false, true, "old consumers reject values that do not match the old "+k.key)
-		default:
-			d.add(p, k.name+"_CHANGED", ov, nv, true, true, "a changed "+k.key+" breaks readers in both directions")
-		}
-	}
-}
-
-// contentModel is how an object schema treats properties it does not name.
-type contentModel int
-
-const (
-	openModel    contentModel = iota // additionalProperties absent or true
-	closedModel                      // additionalProperties false
-	partialModel                     // additionalProperties is a schema, or patternProperties constrain names
-)
-
-func modelOf(m map[string]any) (contentModel, any) {
-	ap := get(m, "additionalProperties")
-	switch {
-	case isFalse(ap):
-		return closedModel, ap
-	case isEmpty(ap) && get(m, "patternProperties") == absent:
-		return openModel, ap
-	}
-	return partialModel, ap
 }
 
 func stringSet(v any) []string {
@@ -449,288 +470,485 @@ func stringSet(v any) []string {
 	return out
 }
 
-func (d *jsonDiff) objects(o, n map[string]any, ptr string) {
-	op, _ := get(o, "properties").(map[string]any)
-	np, _ := get(n, "properties").(map[string]any)
-	oreq, nreq := stringSet(get(o, "required")), stringSet(get(n, "required"))
-	om, oap := modelOf(o)
-	nm, nap := modelOf(n)
-
-	// The content model itself.
-	app := ptr + "/additionalProperties"
+// combined compares two combinations: the criterion, the number of
+// distinct branches, then a maximum matching of old branches to new ones
+// they are compatible with. A matching that leaves a branch of the
+// smaller side unpaired is COMBINED_TYPE_SUBSCHEMAS_CHANGED.
+func (d *jsonDiff) combined(c *diffCtx, o, n *node) {
+	if o.criterion != n.criterion {
+		extended := n.criterion == anyOf ||
+			(len(o.subs) == 1 && len(n.subs) == 1) ||
+			(len(o.subs) == 1 && n.criterion == oneOf) ||
+			(len(n.subs) == 1 && o.criterion == allOf)
+		if !extended {
+			c.add("", "COMBINED_TYPE_CHANGED", o.criterion, n.criterion)
+			return
+		}
+		c.add("", "COMBINED_TYPE_EXTENDED", o.criterion, n.criterion)
+	}
+	os, ns := distinct(o.subs), distinct(n.subs)
 	switch {
-	case om == nm && om != partialModel:
-	case om == partialModel && nm == partialModel:
-		d.schema(oap, nap, app)
-	case om == closedModel || nm == openModel:
-		d.add(app, "ADDITIONAL_PROPERTIES_ADDED", oap, nap, false, true, "old consumers reject the properties the new schema lets through")
-	default:
-		d.add(app, "ADDITIONAL_PROPERTIES_REMOVED", oap, nap, true, false, "data already written may carry properties the new schema rejects; keep the content model as it was")
+	case len(os) < len(ns) && n.criterion == allOf:
+		c.add("", "PRODUCT_TYPE_EXTENDED", len(os), len(ns))
+	case len(os) < len(ns):
+		c.add("", "SUM_TYPE_EXTENDED", len(os), len(ns))
+	case len(os) > len(ns) && o.criterion != allOf:
+		c.add("", "SUM_TYPE_NARROWED", len(os), len(ns))
+	case len(os) > len(ns):
+		c.add("", "PRODUCT_TYPE_NARROWED", len(os), len(ns))
 	}
-
-	for _, name := range sortedKeys(op, np) {
-		p := ptr + "/properties/" + escape(name)
-		ov, inOld := op[name]
-		nv, inNew := np[name]
-		switch {
-		case inOld && inNew:
-			d.schema(ov, nv, p)
-		case inNew:
-			d.propertyAdded(name, nv, om, oap, nm, nreq, n, p)
-		default:
-			d.propertyRemoved(name, ov, nm, nap, om, oreq, o, p)
-		}
-	}
-
-	for _, name := range setDiff(nreq, oreq) {
-		if _, added := np[name]; added && op[name] == nil {
-			continue // reported with the property
-		}
-		if def := get(object(np[name]), "default"); def != absent {
-			d.add(ptr+"/required", "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED", get(o, "required"), get(n, "required"), false, false, "")
-			continue
-		}
-		d.add(ptr+"/required", "REQUIRED_ATTRIBUTE_ADDED", get(o, "required"), get(n, "required"), true, false,
-			fmt.Sprintf("data already written may lack %q; give it a default or keep it optional", name))
-	}
-	for _, name := range setDiff(oreq, nreq) {
-		if _, removed := op[name]; removed && np[name] == nil {
-			continue
-		}
-		fw := get(object(op[name]), "default") == absent
-		d.add(ptr+"/required", "REQUIRED_ATTRIBUTE_REMOVED", get(o, "required"), get(n, "required"), false, fw,
-			fmt.Sprintf("old consumers require %q, which new data may lack", name))
-	}
-}
-
-// propertyAdded judges a property present only in the new schema. Old data
-// (read by the new schema) follows the old content model; new data read by
-// the old schema falls under the old content model too.
-func (d *jsonDiff) propertyAdded(name string, nv any, om contentModel, oap any, _ contentModel, nreq []string, n map[string]any, p string) {
-	required := slices.Contains(nreq, name)
-	switch om {
-	case openModel:
-		if isEmpty(nv) && !required {
-			d.add(p, "PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", absent, nv, false, false, "")
-			return
-		}
-		d.add(p, "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", absent, nv, true, false,
-			"the old schema is open (no \"additionalProperties\": false), so data already written may carry \""+name+"\" with any value; close the content model in a new type, or add the property with an empty schema")
-	case partialModel:
-		if !required && d.compatible(oap, nv) {
-			d.add(p, "PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", absent, nv, false, !d.compatible(nv, oap), "")
-			return
-		}
-		d.add(p, "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", absent, nv, true, !d.compatible(nv, oap),
-			"data already written may carry \""+name+"\" as any value the old additionalProperties allowed")
-	case closedModel:
-		fw := !isFalse(nv) // the old, closed schema rejects new data that carries the property
-		fwHint := ""
-		if fw {
-			fwHint = "; old consumers (closed content model) reject data carrying it, so this breaks FORWARD"
-		}
-		switch {
-		case !required:
-			d.add(p, "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL", absent, nv, false, fw, strings.TrimPrefix(fwHint, "; "))
-		case get(object(nv), "default") != absent:
-			d.add(p, "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL", absent, nv, false, fw, strings.TrimPrefix(fwHint, "; "))
-		default:
-			d.add(p, "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL", absent, nv, true, fw,
-				"data already written lacks \""+name+"\"; make it optional or give it a default"+fwHint)
-		}
-	}
-}
-
-// propertyRemoved judges a property present only in the old schema.
-func (d *jsonDiff) propertyRemoved(name string, ov any, nm contentModel, nap any, _ contentModel, oreq []string, _ map[string]any, p string) {
-	required := slices.Contains(oreq, name)
-	// FORWARD: the old schema reads new data, which follows the new model.
-	var fw bool
-	switch nm {
-	case openModel:
-		fw = !isEmpty(ov) || required
-	case partialModel:
-		fw = required || !d.compatible(nap, ov)
-	case closedModel:
-		fw = required && get(object(ov), "default") == absent
-	}
-	switch nm {
-	case openModel:
-		d.add(p, "PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL", ov, absent, false, fw,
-			"old consumers still expect \""+name+"\" as the old schema described it; new data may carry anything there")
-	case partialModel:
-		if d.compatible(ov, nap) {
-			d.add(p, "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", ov, absent, false, fw, "")
-			return
-		}
-		d.add(p, "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", ov, absent, true, fw,
-			"data already written carries \""+name+"\", which the new additionalProperties rejects")
-	case closedModel:
-		if isFalse(ov) {
-			d.add(p, "PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", ov, absent, false, fw, "")
-			return
-		}
-		d.add(p, "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", ov, absent, true, fw,
-			"data already written may carry \""+name+"\", which the new closed schema rejects; keep the property (it may be deprecated)")
-	}
-}
-
-func (d *jsonDiff) arrays(o, n map[string]any, ptr string) {
-	oi, ni := get(o, "items"), get(n, "items")
-	if oi != absent || ni != absent {
-		switch {
-		case oi == absent:
-			d.schema(map[string]any{}, ni, ptr+"/items")
-		case ni == absent:
-			d.schema(oi, map[string]any{}, ptr+"/items")
-		default:
-			d.schema(oi, ni, ptr+"/items")
-		}
-	}
-	op, _ := get(o, "prefixItems").([]any)
-	np, _ := get(n, "prefixItems").([]any)
-	for i := 0; i < len(op) && i < len(np); i++ {
-		d.schema(op[i], np[i], fmt.Sprintf("%s/prefixItems/%d", ptr, i))
-	}
-	for i := len(op); i < len(np); i++ {
-		d.add(fmt.Sprintf("%s/prefixItems/%d", ptr, i), "ITEM_ADDED_TO_OPEN_CONTENT_MODEL", absent, np[i], !d.compatible(oi, np[i]), !d.compatible(np[i], oi),
-			"data already written may hold any item allowed by the old \"items\" at this position")
-	}
-	for i := len(np); i < len(op); i++ {
-		d.add(fmt.Sprintf("%s/prefixItems/%d", ptr, i), "ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL", op[i], absent, !d.compatible(op[i], ni), !d.compatible(ni, op[i]),
-			"old consumers still expect the removed item at this position")
-	}
-	ou, nu := get(o, "uniqueItems") == true, get(n, "uniqueItems") == true
-	switch {
-	case !ou && nu:
-		d.add(ptr+"/uniqueItems", "UNIQUE_ITEMS_ADDED", get(o, "uniqueItems"), get(n, "uniqueItems"), true, false, "data already written may repeat items")
-	case ou && !nu:
-		d.add(ptr+"/uniqueItems", "UNIQUE_ITEMS_REMOVED", get(o, "uniqueItems"), get(n, "uniqueItems"), false, true, "old consumers reject repeated items")
-	}
-}
-
-// combined compares oneOf, anyOf and allOf. Branches are paired first by
-// equal content, then in order; unpaired branches are additions or removals.
-func (d *jsonDiff) combined(o, n map[string]any, ptr string) {
-	kinds := []string{"oneOf", "anyOf", "allOf"}
-	var ok, nk string
-	for _, k := range kinds {
-		if get(o, k) != absent && ok == "" {
-			ok = k
-		}
-		if get(n, k) != absent && nk == "" {
-			nk = k
-		}
-	}
-	if ok == "" && nk == "" {
-		return
-	}
-	if ok != nk {
-		switch {
-		case ok == "":
-			d.add(ptr+"/"+nk, "COMBINED_TYPE_SUBSCHEMAS_CHANGED", absent, get(n, nk), true, true, "a combined type was introduced; introduce it in a new property")
-		case nk == "":
-			d.add(ptr+"/"+ok, "COMBINED_TYPE_SUBSCHEMAS_CHANGED", get(o, ok), absent, true, true, "a combined type was removed; keep it")
-		case ok == "oneOf" && nk == "anyOf":
-			d.add(ptr+"/"+nk, "COMBINED_TYPE_EXTENDED", ok, nk, false, true, "anyOf accepts values oneOf rejected")
-		default:
-			d.add(ptr+"/"+nk, "COMBINED_TYPE_CHANGED", ok, nk, true, true, "the combination keyword changed")
-		}
-		if ok == "" || nk == "" {
-			return
-		}
-	}
-	ob, _ := get(o, ok).([]any)
-	nb, _ := get(n, nk).([]any)
-	pairs, extraOld, extraNew := pairBranches(ob, nb)
-	for _, pr := range pairs {
-		d.schema(ob[pr[0]], nb[pr[1]], fmt.Sprintf("%s/%s/%d", ptr, nk, pr[1]))
-	}
-	product := nk == "allOf"
-	for _, i := range extraNew {
-		p := fmt.Sprintf("%s/%s/%d", ptr, nk, i)
-		if product {
-			d.add(p, "PRODUCT_TYPE_EXTENDED", absent, nb[i], true, false, "data already written need not satisfy the added allOf branch")
-		} else {
-			d.add(p, "SUM_TYPE_EXTENDED", absent, nb[i], false, true, "old consumers reject values of the added branch")
-		}
-	}
-	for _, i := range extraOld {
-		p := fmt.Sprintf("%s/%s/%d", ptr, ok, i)
-		if product {
-			d.add(p, "PRODUCT_TYPE_NARROWED", ob[i], absent, false, true, "old consumers still require the removed allOf branch")
-		} else {
-			d.add(p, "SUM_TYPE_NARROWED", ob[i], absent, true, false, "data already written may be of the removed branch; keep it")
-		}
-	}
-}
-
-func pairBranches(ob, nb []any) (pairs [][2]int, extraOld, extraNew []int) {
-	usedN := make([]bool, len(nb))
-	usedO := make([]bool, len(ob))
-	for i, o := range ob {
-		for j, n := range nb {
-			if !usedN[j] && compact(o) == compact(n) {
-				usedN[j], usedO[i] = true, true
-				pairs = append(pairs, [2]int{i, j})
-				break
+	edges := make([][][]Change, len(os)) // edges[i][j]: changes of a compatible pair, nil when not
+	ok := make([][]bool, len(os))
+	for i, a := range os {
+		edges[i] = make([][]Change, len(ns))
+		ok[i] = make([]bool, len(ns))
+		for j, b := range ns {
+			var sub diffCtx
+			d.compare(&sub, "/"+o.criterion+"/"+itoa(i), a, b)
+			if sub.compatible() {
+				edges[i][j], ok[i][j] = sub.changes, true
 			}
 		}
 	}
-	j := 0
-	for i := range ob {
-		if usedO[i] {
-			continue
-		}
-		for j < len(nb) && usedN[j] {
-			j++
-		}
-		if j >= len(nb) || len(ob) != len(nb) {
-			extraOld = append(extraOld, i)
-			continue
-		}
-		usedN[j], usedO[i] = true, true
-		pairs = append(pairs, [2]int{i, j})
-	}
-	for j := range nb {
-		if !usedN[j] {
-			extraNew = append(extraNew, j)
+	match := maxMatching(ok, len(ns))
+	matched := 0
+	for i, j := range match {
+		if j >= 0 {
+			matched++
+			c.addAll(edges[i][j])
 		}
 	}
-	slices.SortFunc(pairs, func(a, b [2]int) int { return a[1] - b[1] })
-	return pairs, extraOld, extraNew
+	if matched < min(len(os), len(ns)) {
+		c.add("", "COMBINED_TYPE_SUBSCHEMAS_CHANGED", o.raw, n.raw)
+	}
 }
 
-// modelled lists the keywords compared structurally; any other keyword is
-// compared as a whole.
+// distinct drops repeated branches, keeping the first of each.
+func distinct(subs []*node) []*node {
+	var out []*node
+	seen := map[string]bool{}
+	for _, s := range subs {
+		k := s.canonical()
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// maxMatching pairs rows with columns along ok edges, as many as possible
+// (augmenting paths); it returns each row's column, -1 when unpaired.
+func maxMatching(ok [][]bool, cols int) []int {
+	rowOf := make([]int, cols)
+	for j := range rowOf {
+		rowOf[j] = -1
+	}
+	var augment func(i int, seen []bool) bool
+	augment = func(i int, seen []bool) bool {
+		for j := 0; j < cols; j++ {
+			if !ok[i][j] || seen[j] {
+				continue
+			}
+			seen[j] = true
+			if rowOf[j] < 0 || augment(rowOf[j], seen) {
+				rowOf[j] = i
+				return true
+			}
+		}
+		return false
+	}
+	for i := range ok {
+		augment(i, make([]bool, cols))
+	}
+	colOf := make([]int, len(ok))
+	for i := range colOf {
+		colOf[i] = -1
+	}
+	for j, i := range rowOf {
+		if i >= 0 {
+			colOf[i] = j
+		}
+	}
+	return colOf
+}
+
+// Content models, for objects and arrays alike: open (anything may follow),
+// partially open (what follows must match a schema) or closed.
+
+func objectOpen(n *node) bool {
+	return !n.addlFalse && n.addl == nil && len(n.patternProps) == 0 && (n.uneval == nil || n.uneval.isEmptyKind())
+}
+
+// objectPartial returns the schema that covers a property the object does
+// not name, or nil when the object is closed to it.
+func objectPartial(n *node, name string) *node {
+	for _, pp := range n.patternProps {
+		if re, err := regexp.Compile(pp.pattern); err == nil && re.MatchString(name) {
+			return pp.schema
+		}
+	}
+	if n.addl != nil {
+		return n.addl
+	}
+	if !n.addlFalse && n.uneval != nil && n.uneval.kind != kindFalse && !n.uneval.isEmptyKind() {
+		return n.uneval
+	}
+	return nil
+}
+
+func (d *jsonDiff) objects(c *diffCtx, o, n *node) {
+	oreq, nreq := stringSet(get(o.raw, "required")), stringSet(get(n.raw, "required"))
+	for _, name := range sortedNodeKeys(o.props) {
+		if _, ok := n.props[name]; !ok {
+			continue
+		}
+		or, nr := slices.Contains(oreq, name), slices.Contains(nreq, name)
+		p := "/required/" + escape(name)
+		switch {
+		case or && !nr:
+			c.add(p, "REQUIRED_ATTRIBUTE_REMOVED", name, absent)
+		case !or && nr && hasDefault(n.props[name]):
+			c.add(p, "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED", absent, name)
+		case !or && nr:
+			c.add(p, "REQUIRED_ATTRIBUTE_ADDED", absent, name)
+		}
+	}
+	// Stricter than Confluent, which reads required only for properties
+	// both sides declare: a name required without a schema is still a
+	// promise that data carries it.
+	for _, name := range sortedStrings(oreq, nreq) {
+		if o.props[name] != nil || n.props[name] != nil {
+			continue
+		}
+		p := "/required/" + escape(name)
+		switch or, nr := slices.Contains(oreq, name), slices.Contains(nreq, name); {
+		case or && !nr:
+			c.add(p, "REQUIRED_ATTRIBUTE_REMOVED", name, absent)
+		case !or && nr:
+			c.add(p, "REQUIRED_ATTRIBUTE_ADDED", absent, name)
+		}
+	}
+	for _, name := range sortedNodeKeys(o.props, n.props) {
+		p := "/properties/" + escape(name)
+		os, ns := o.props[name], n.props[name]
+		switch {
+		case os != nil && ns != nil:
+			d.compare(c, p, os, ns)
+		case ns == nil:
+			d.propertyRemoved(c, p, name, os, n)
+		default:
+			d.propertyAdded(c, p, name, ns, o, nreq)
+		}
+	}
+	for _, name := range sortedKeysOf(o.propDeps, n.propDeps) {
+		p := "/dependencies/" + escape(name)
+		od, inOld := o.propDeps[name]
+		nd, inNew := n.propDeps[name]
+		switch {
+		case !inNew:
+			c.add(p, "DEPENDENCY_ARRAY_REMOVED", od, absent)
+		case !inOld:
+			c.add(p, "DEPENDENCY_ARRAY_ADDED", absent, nd)
+		case len(setDiff(od, nd)) == 0 && len(setDiff(nd, od)) == 0:
+		case len(setDiff(od, nd)) == 0:
+			c.add(p, "DEPENDENCY_ARRAY_EXTENDED", od, nd)
+		case len(setDiff(nd, od)) == 0:
+			c.add(p, "DEPENDENCY_ARRAY_NARROWED", od, nd)
+		default:
+			c.add(p, "DEPENDENCY_ARRAY_CHANGED", od, nd)
+		}
+	}
+	for _, name := range sortedNodeKeys(o.schemaDeps, n.schemaDeps) {
+		p := "/dependencies/" + escape(name)
+		os, ns := o.schemaDeps[name], n.schemaDeps[name]
+		switch {
+		case ns == nil:
+			c.add(p, "DEPENDENCY_SCHEMA_REMOVED", os.raw, absent)
+		case os == nil:
+			c.add(p, "DEPENDENCY_SCHEMA_ADDED", absent, ns.raw)
+		default:
+			d.compare(c, p, os, ns)
+		}
+	}
+	// additionalProperties: whether it lets anything through, then its schema.
+	oap, nap := get(o.raw, "additionalProperties"), get(n.raw, "additionalProperties")
+	switch {
+	case o.addlFalse != n.addlFalse && !n.addlFalse:
+		c.add("/additionalProperties", "ADDITIONAL_PROPERTIES_ADDED", oap, nap)
+	case o.addlFalse != n.addlFalse:
+		c.add("/additionalProperties", "ADDITIONAL_PROPERTIES_REMOVED", oap, nap)
+	case o.addl == nil && n.addl != nil:
+		c.add("/additionalProperties", "ADDITIONAL_PROPERTIES_NARROWED", oap, nap)
+	case o.addl != nil && n.addl == nil:
+		c.add("/additionalProperties", "ADDITIONAL_PROPERTIES_EXTENDED", oap, nap)
+	case o.addl != nil:
+		d.compare(c, "/additionalProperties", o.addl, n.addl)
+	}
+	unevaluated(d, c, "/unevaluatedProperties", "UNEVALUATED_PROPERTIES", o.uneval, n.uneval)
+	limit(c, o.raw, n.raw, "maxProperties", "MAX_PROPERTIES")
+	limit(c, o.raw, n.raw, "minProperties", "MIN_PROPERTIES")
+	// Confluent reads patternProperties only as a content model for added
+	// and removed properties; the schema of a pattern both sides keep is
+	// compared here too.
+	for _, op := range o.patternProps {
+		for _, np := range n.patternProps {
+			if op.pattern == np.pattern {
+				d.compare(c, "/patternProperties/"+escape(op.pattern), op.schema, np.schema)
+			}
+		}
+	}
+}
+
+// unevaluated compares unevaluatedProperties or unevaluatedItems: false
+// closes, true or {} opens, a schema opens partly.
+func unevaluated(d *jsonDiff, c *diffCtx, p, name string, o, n *node) {
+	switch {
+	case o == nil && n == nil:
+	case o == nil && n.kind == kindFalse:
+		c.add(p, name+"_REMOVED", absent, false)
+	case o == nil:
+		c.add(p, name+"_NARROWED", absent, n.raw)
+	case n == nil && o.kind == kindFalse:
+		c.add(p, name+"_ADDED", false, absent)
+	case n == nil:
+		c.add(p, name+"_EXTENDED", o.raw, absent)
+	case o.kind == kindFalse && n.kind != kindFalse:
+		c.add(p, name+"_ADDED", false, kindValue(n))
+	case o.kind != kindFalse && n.kind == kindFalse:
+		c.add(p, name+"_REMOVED", kindValue(o), false)
+	case o.isEmptyKind() && !n.isEmptyKind():
+		c.add(p, name+"_NARROWED", kindValue(o), kindValue(n))
+	case !o.isEmptyKind() && n.isEmptyKind():
+		c.add(p, name+"_EXTENDED", kindValue(o), kindValue(n))
+	default:
+		d.compare(c, p, o, n)
+	}
+}
+
+func hasDefault(n *node) bool { return n.raw != nil && get(n.raw, "default") != absent }
+
+// propertyAdded judges a property only the update names, by the content
+// model of the original: the data it accepted may already carry it.
+func (d *jsonDiff) propertyAdded(c *diffCtx, p, name string, ns *node, o *node, nreq []string) {
+	required := slices.Contains(nreq, name)
+	if objectOpen(o) {
+		switch {
+		case ns.isEmptyKind():
+			c.add(p, "PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+		case required && hasDefault(ns):
+			c.add(p, "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+		case required:
+			c.add(p, "REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+		default:
+			c.add(p, "OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+		}
+		return
+	}
+	if cover := objectPartial(o, name); cover != nil {
+		sub := d.try(cover, ns)
+		c.addAll(rebase(p, sub.changes))
+		if sub.compatible() {
+			c.add(p, "PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+		} else {
+			c.add(p, "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+		}
+	}
+	switch {
+	case required && hasDefault(ns):
+		c.add(p, "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL", absent, kindValue(ns))
+	case required:
+		c.add(p, "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL", absent, kindValue(ns))
+	default:
+		c.add(p, "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL", absent, kindValue(ns))
+	}
+}
+
+// propertyRemoved judges a property only the original names, by the
+// content model of the update, which must still accept it.
+func (d *jsonDiff) propertyRemoved(c *diffCtx, p, name string, os *node, n *node) {
+	if objectOpen(n) {
+		c.add(p, "PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL", kindValue(os), absent)
+		return
+	}
+	if cover := objectPartial(n, name); cover != nil {
+		sub := d.try(os, cover)
+		c.addAll(rebase(p, sub.changes))
+		if sub.compatible() {
+			c.add(p, "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", kindValue(os), absent)
+		} else {
+			c.add(p, "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", kindValue(os), absent)
+		}
+		return
+	}
+	if os.kind == kindFalse {
+		c.add(p, "PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", false, absent)
+		return
+	}
+	c.add(p, "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", kindValue(os), absent)
+}
+
+func arrayOpen(n *node) bool {
+	return !n.addItemsFalse && n.addItems == nil && (n.unevalItems == nil || n.unevalItems.isEmptyKind())
+}
+
+// arrayPartial returns the schema items past the tuple must match, nil
+// when the array is open or closed past it.
+func arrayPartial(n *node) *node {
+	if n.addItems != nil {
+		return n.addItems
+	}
+	if !n.addItemsFalse && n.unevalItems != nil && n.unevalItems.kind != kindFalse && !n.unevalItems.isEmptyKind() {
+		return n.unevalItems
+	}
+	return nil
+}
+
+func (d *jsonDiff) arrays(c *diffCtx, o, n *node) {
+	d.compare(c, "/items", o.allItems, n.allItems)
+	common := min(len(o.tuple), len(n.tuple))
+	for i := 0; i < common; i++ {
+		d.compare(c, "/"+n.tupleKeyword+"/"+itoa(i), o.tuple[i], n.tuple[i])
+	}
+	for i := common; i < len(o.tuple); i++ {
+		p := "/" + o.tupleKeyword + "/" + itoa(i)
+		os := o.tuple[i]
+		switch cover := arrayPartial(n); {
+		case arrayOpen(n):
+			c.add(p, "ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL", kindValue(os), absent)
+		case cover != nil:
+			sub := d.try(os, cover)
+			c.addAll(rebase(p, sub.changes))
+			if sub.compatible() {
+				c.add(p, "ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", kindValue(os), absent)
+			} else {
+				c.add(p, "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", kindValue(os), absent)
+			}
+		case os.kind == kindFalse:
+			c.add(p, "ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", false, absent)
+		default:
+			c.add(p, "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL", kindValue(os), absent)
+		}
+	}
+	for i := common; i < len(n.tuple); i++ {
+		p := "/" + n.tupleKeyword + "/" + itoa(i)
+		ns := n.tuple[i]
+		switch cover := arrayPartial(o); {
+		case arrayOpen(o) && ns.isEmptyKind():
+			c.add(p, "ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+		case arrayOpen(o):
+			c.add(p, "ITEM_ADDED_TO_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+		case cover != nil:
+			sub := d.try(cover, ns)
+			c.addAll(rebase(p, sub.changes))
+			if sub.compatible() {
+				c.add(p, "ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+			} else {
+				c.add(p, "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", absent, kindValue(ns))
+			}
+		default:
+			c.add(p, "ITEM_ADDED_TO_CLOSED_CONTENT_MODEL", absent, kindValue(ns))
+		}
+	}
+	ap := "/" + n.addItemsKeywrd
+	oa, na := additionalItemsValue(o), additionalItemsValue(n)
+	switch {
+	case o.addItemsFalse != n.addItemsFalse && o.addItemsFalse:
+		c.add(ap, "ADDITIONAL_ITEMS_ADDED", oa, na)
+	case o.addItemsFalse != n.addItemsFalse:
+		c.add(ap, "ADDITIONAL_ITEMS_REMOVED", oa, na)
+	case o.addItems == nil && n.addItems != nil:
+		c.add(ap, "ADDITIONAL_ITEMS_NARROWED", oa, na)
+	case o.addItems != nil && n.addItems == nil:
+		c.add(ap, "ADDITIONAL_ITEMS_EXTENDED", oa, na)
+	case o.addItems != nil:
+		d.compare(c, ap, o.addItems, n.addItems)
+	}
+	unevaluated(d, c, "/unevaluatedItems", "UNEVALUATED_ITEMS", o.unevalItems, n.unevalItems)
+	limit(c, o.raw, n.raw, "maxItems", "MAX_ITEMS")
+	limit(c, o.raw, n.raw, "minItems", "MIN_ITEMS")
+	switch {
+	case o.uniqueItems && !n.uniqueItems:
+		c.add("/uniqueItems", "UNIQUE_ITEMS_REMOVED", true, get(n.raw, "uniqueItems"))
+	case !o.uniqueItems && n.uniqueItems:
+		c.add("/uniqueItems", "UNIQUE_ITEMS_ADDED", get(o.raw, "uniqueItems"), true)
+	}
+	limit(c, o.raw, n.raw, "maxContains", "MAX_CONTAINS")
+	limit(c, o.raw, n.raw, "minContains", "MIN_CONTAINS")
+}
+
+func additionalItemsValue(n *node) any {
+	switch {
+	case n.addItemsFalse:
+		return false
+	case n.addItems != nil:
+		return n.addItems.raw
+	}
+	return absent
+}
+
+// modelled lists the keywords the rules above read; opaque compares any
+// other non-annotation keyword as a whole.
 var modelled = map[string]bool{
-	"type": true, "enum": true, "const": true, "properties": true, "required": true,
-	"additionalProperties": true, "patternProperties": true, "items": true, "prefixItems": true,
-	"uniqueItems": true, "oneOf": true, "anyOf": true, "allOf": true, "pattern": true, "format": true,
-	"multipleOf": true, "$ref": true,
+	"type": true, "enum": true, "const": true, "not": true, "allOf": true, "anyOf": true, "oneOf": true, "$ref": true,
+	"if": true, "then": true, "else": true,
+	"properties": true, "required": true, "additionalProperties": true, "patternProperties": true,
+	"dependencies": true, "dependentRequired": true, "dependentSchemas": true, "unevaluatedProperties": true,
+	"minProperties": true, "maxProperties": true,
+	"items": true, "prefixItems": true, "additionalItems": true, "unevaluatedItems": true,
+	"minItems": true, "maxItems": true, "uniqueItems": true, "minContains": true, "maxContains": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "multipleOf": true,
+	"minLength": true, "maxLength": true, "pattern": true,
 }
 
-func (d *jsonDiff) opaque(o, n map[string]any, ptr string) {
+// opaque reports a change to any keyword Confluent's checker does not
+// read (contains, propertyNames, contentEncoding, …) as KEYWORD_CHANGED.
+func (d *jsonDiff) opaque(c *diffCtx, o, n map[string]any) {
 	for _, k := range sortedKeys(o, n) {
-		if isAnnotation(k) || modelled[k] || isBound(k) {
+		if isAnnotation(k) || modelled[k] {
 			continue
 		}
 		if compactOr(get(o, k)) != compactOr(get(n, k)) {
-			d.add(ptr+"/"+escape(k), "KEYWORD_CHANGED", get(o, k), get(n, k), true, true,
-				"the engine does not model \""+k+"\"; any change to it is treated as breaking")
+			c.add("/"+escape(k), "KEYWORD_CHANGED", get(o, k), get(n, k))
 		}
-	}
-	if compactOr(get(o, "patternProperties")) != compactOr(get(n, "patternProperties")) {
-		d.add(ptr+"/patternProperties", "KEYWORD_CHANGED", get(o, "patternProperties"), get(n, "patternProperties"), true, true,
-			"patternProperties changes are treated as breaking")
 	}
 }
 
-func isBound(k string) bool {
-	for _, b := range numericBounds {
-		if b.key == k {
-			return true
+func sortedNodeKeys(ms ...map[string]*node) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range ms {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
 		}
 	}
-	return false
+	slices.Sort(out)
+	return out
+}
+
+func sortedKeysOf(ms ...map[string][]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range ms {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortedStrings(xs ...[]string) []string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, x...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

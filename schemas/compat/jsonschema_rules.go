@@ -1,0 +1,110 @@
+package compat
+
+// compatibleRules are the JSON Schema difference types that keep a
+// comparison compatible: Confluent Schema Registry's strict set
+// (SchemaDiff.COMPATIBLE_CHANGES_STRICT, the one its compatibility checks
+// use). Every other rule breaks the direction it was found in.
+var compatibleRules = setOf(
+	"ID_CHANGED", "DESCRIPTION_CHANGED", "TITLE_CHANGED", "DEFAULT_CHANGED",
+	"SCHEMA_REMOVED", "TYPE_EXTENDED",
+	"MAX_LENGTH_INCREASED", "MAX_LENGTH_REMOVED", "MIN_LENGTH_DECREASED", "MIN_LENGTH_REMOVED", "PATTERN_REMOVED",
+	"MAXIMUM_INCREASED", "MAXIMUM_REMOVED", "MINIMUM_DECREASED", "MINIMUM_REMOVED",
+	"EXCLUSIVE_MAXIMUM_INCREASED", "EXCLUSIVE_MAXIMUM_REMOVED", "EXCLUSIVE_MINIMUM_DECREASED", "EXCLUSIVE_MINIMUM_REMOVED",
+	"MULTIPLE_OF_REDUCED", "MULTIPLE_OF_REMOVED",
+	"REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED", "REQUIRED_ATTRIBUTE_REMOVED",
+	"DEPENDENCY_ARRAY_NARROWED", "DEPENDENCY_ARRAY_REMOVED", "DEPENDENCY_SCHEMA_REMOVED",
+	"MAX_PROPERTIES_INCREASED", "MAX_PROPERTIES_REMOVED", "MIN_PROPERTIES_DECREASED", "MIN_PROPERTIES_REMOVED",
+	"ADDITIONAL_PROPERTIES_ADDED", "ADDITIONAL_PROPERTIES_EXTENDED",
+	"UNEVALUATED_PROPERTIES_ADDED", "UNEVALUATED_PROPERTIES_EXTENDED",
+	"PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL",
+	"REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL", "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
+	"PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", "PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL",
+	"PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+	"MAX_ITEMS_INCREASED", "MAX_ITEMS_REMOVED", "MIN_ITEMS_DECREASED", "MIN_ITEMS_REMOVED",
+	"MAX_CONTAINS_INCREASED", "MAX_CONTAINS_REMOVED", "MIN_CONTAINS_DECREASED", "MIN_CONTAINS_REMOVED",
+	"UNIQUE_ITEMS_REMOVED",
+	"ADDITIONAL_ITEMS_ADDED", "ADDITIONAL_ITEMS_EXTENDED", "UNEVALUATED_ITEMS_ADDED", "UNEVALUATED_ITEMS_EXTENDED",
+	"ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", "ITEM_ADDED_TO_CLOSED_CONTENT_MODEL",
+	"ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", "ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL",
+	"ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+	"ENUM_ARRAY_EXTENDED", "COMBINED_TYPE_EXTENDED", "PRODUCT_TYPE_NARROWED", "SUM_TYPE_EXTENDED", "NOT_TYPE_NARROWED",
+)
+
+func setOf(xs ...string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+// ruleHints say what to do instead of a breaking change, for the reports.
+var ruleHints = map[string]string{
+	"SCHEMA_ADDED":        "a schema now constrains what was unconstrained; data already written may not match it",
+	"TYPE_CHANGED":        "a type change breaks readers; add a new property with the new type",
+	"TYPE_NARROWED":       "data already written may have the dropped type; add a new property instead of narrowing this one",
+	"TYPE_EXTENDED":       "old consumers cannot read the new values",
+	"ENUM_ARRAY_NARROWED": "data already written may hold the removed values",
+	"ENUM_ARRAY_EXTENDED": "old consumers reject the added values",
+	"ENUM_ARRAY_CHANGED":  "values were both added and removed (or a const changed); only add values, in a new version",
+	"OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL": "the old schema is open (no \"additionalProperties\": false), so data already written may carry this property with any value; " +
+		"close the content model in a new type, or add the property with an empty schema",
+	"REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL":                "data already written may lack it or carry it with any value",
+	"REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL":              "data already written lacks it; make it optional or give it a default",
+	"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL":                   "data already written may carry it, which the new closed schema rejects; keep the property (it may be deprecated)",
+	"PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL":   "data already written may carry it as any value the old additionalProperties allowed",
+	"PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL": "data already written carries it, which the new additionalProperties rejects",
+	"ITEM_ADDED_TO_OPEN_CONTENT_MODEL":                             "data already written may hold any item at this position",
+	"ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL":                       "data already written may hold an item here, which the new closed array rejects",
+	"ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL":       "data already written may hold here any item the old additional items allowed",
+	"ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL":     "data already written holds an item here that the new additional items reject",
+	"REQUIRED_ATTRIBUTE_ADDED":                                     "data already written may lack it; give it a default or keep it optional",
+	"ADDITIONAL_PROPERTIES_REMOVED":                                "data already written may carry properties the new schema rejects; keep the content model as it was",
+	"ADDITIONAL_PROPERTIES_NARROWED":                               "data already written may carry additional properties the new schema rejects",
+	"UNEVALUATED_PROPERTIES_REMOVED":                               "data already written may carry properties the new schema rejects",
+	"UNEVALUATED_PROPERTIES_NARROWED":                              "data already written may carry properties the new schema rejects",
+	"ADDITIONAL_ITEMS_REMOVED":                                     "data already written may hold more items than the new schema allows",
+	"ADDITIONAL_ITEMS_NARROWED":                                    "data already written may hold additional items the new schema rejects",
+	"UNEVALUATED_ITEMS_REMOVED":                                    "data already written may hold more items than the new schema allows",
+	"UNEVALUATED_ITEMS_NARROWED":                                   "data already written may hold items the new schema rejects",
+	"DEPENDENCY_ARRAY_ADDED":                                       "data already written may lack the properties the new dependency requires",
+	"DEPENDENCY_ARRAY_EXTENDED":                                    "data already written may lack the properties the dependency now requires",
+	"DEPENDENCY_ARRAY_CHANGED":                                     "data already written may lack the properties the dependency now requires",
+	"DEPENDENCY_SCHEMA_ADDED":                                      "data already written may not match the new dependent schema",
+	"NOT_TYPE_EXTENDED":                                            "the new schema forbids values the old one accepted",
+	"SUM_TYPE_NARROWED":                                            "data already written may be of the removed branch; keep it",
+	"PRODUCT_TYPE_EXTENDED":                                        "data already written need not satisfy the added allOf branch",
+	"COMBINED_TYPE_CHANGED":                                        "the combination keyword changed to a stricter one",
+	"COMBINED_TYPE_SUBSCHEMAS_CHANGED":                             "a branch of the old combination is compatible with no branch of the new one",
+	"UNIQUE_ITEMS_ADDED":                                           "data already written may repeat items",
+	"PATTERN_ADDED":                                                "data already written may not match; validate it in a new property",
+	"PATTERN_CHANGED":                                              "data already written may not match the new pattern",
+	"MULTIPLE_OF_ADDED":                                            "data already written may not be a multiple",
+	"MULTIPLE_OF_EXPANDED":                                         "data already written may not be a multiple of the new value",
+	"MULTIPLE_OF_CHANGED":                                          "the new multiple neither divides nor is divided by the old one",
+	"KEYWORD_CHANGED":                                              "Confluent's checker does not compare this keyword; any change to it is treated as breaking",
+	"MAX_LENGTH_ADDED":                                             "data already written may be outside the new limit",
+	"MAX_LENGTH_DECREASED":                                         "the limit was tightened: data already written may break it",
+	"MIN_LENGTH_ADDED":                                             "data already written may be outside the new limit",
+	"MIN_LENGTH_INCREASED":                                         "the limit was tightened: data already written may break it",
+	"MAXIMUM_ADDED":                                                "data already written may be outside the new limit",
+	"MAXIMUM_DECREASED":                                            "the limit was tightened: data already written may break it",
+	"MINIMUM_ADDED":                                                "data already written may be outside the new limit",
+	"MINIMUM_INCREASED":                                            "the limit was tightened: data already written may break it",
+	"EXCLUSIVE_MAXIMUM_ADDED":                                      "data already written may be outside the new limit",
+	"EXCLUSIVE_MAXIMUM_DECREASED":                                  "the limit was tightened: data already written may break it",
+	"EXCLUSIVE_MINIMUM_ADDED":                                      "data already written may be outside the new limit",
+	"EXCLUSIVE_MINIMUM_INCREASED":                                  "the limit was tightened: data already written may break it",
+	"MAX_ITEMS_ADDED":                                              "data already written may be outside the new limit",
+	"MAX_ITEMS_DECREASED":                                          "the limit was tightened: data already written may break it",
+	"MIN_ITEMS_ADDED":                                              "data already written may be outside the new limit",
+	"MIN_ITEMS_INCREASED":                                          "the limit was tightened: data already written may break it",
+	"MAX_PROPERTIES_ADDED":                                         "data already written may be outside the new limit",
+	"MAX_PROPERTIES_DECREASED":                                     "the limit was tightened: data already written may break it",
+	"MIN_PROPERTIES_ADDED":                                         "data already written may be outside the new limit",
+	"MIN_PROPERTIES_INCREASED":                                     "the limit was tightened: data already written may break it",
+	"MAX_CONTAINS_ADDED":                                           "data already written may be outside the new limit",
+	"MAX_CONTAINS_DECREASED":                                       "the limit was tightened: data already written may break it",
+	"MIN_CONTAINS_ADDED":                                           "data already written may be outside the new limit",
+	"MIN_CONTAINS_INCREASED":                                       "the limit was tightened: data already written may break it",
+}
