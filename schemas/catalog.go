@@ -47,7 +47,12 @@ type Entry struct {
 	KeyField      string `json:"key_field"`     // field of data whose value is the partition key
 	Encoding      string `json:"encoding"`      // json or avro
 	Compatibility string `json:"compatibility"` // BACKWARD when empty
-	Versions      []int  `json:"-"`             // every version with a schema file, ascending
+	// SubjectStrategy names the registry subject of the type's schemas
+	// (TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy;
+	// TopicNameStrategy when empty). The record strategies take the record
+	// name from each JSON Schema's title (an Avro twin's full name).
+	SubjectStrategy string `json:"subject_strategy,omitempty"`
+	Versions        []int  `json:"-"` // every version with a schema file, ascending
 }
 
 // Latest is the newest version of the type; producers emit it by default.
@@ -109,6 +114,11 @@ func Load(fsys fs.FS) (*Catalog, error) {
 		if e.Compatibility == "" {
 			e.Compatibility = Backward
 		}
+		strategy, err := ParseSubjectStrategy(e.SubjectStrategy)
+		if err != nil {
+			return nil, fmt.Errorf("catalog entry %s: %w", typ, err)
+		}
+		e.SubjectStrategy = strategy
 		if e.AggregateType == "" {
 			e.AggregateType, _, _ = strings.Cut(typ, ".")
 		}

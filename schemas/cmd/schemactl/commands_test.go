@@ -113,13 +113,13 @@ func TestRegisterDryRunChecksAndRegistersNothing(t *testing.T) {
 	}
 	for _, want := range []string{
 		"account-events-value: account.debited v1 (AVRO, FULL_TRANSITIVE): compatible, would register",
-		"order-events-order.created: order.created v2 (JSON, BACKWARD_TRANSITIVE): compatible, would register",
+		"order-events-OrderCreated: order.created v2 (JSON, BACKWARD_TRANSITIVE): compatible, would register",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
 	}
-	for _, subject := range []string{"account-events-value", "order-events-order.created"} {
+	for _, subject := range []string{"account-events-value", "order-events-OrderCreated"} {
 		if reg.SubjectExists(subject) {
 			t.Errorf("--dry-run registered %s", subject)
 		}
@@ -138,15 +138,15 @@ func TestRegisterPushesEverySubjectAndTheSerdeUsesItsIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	versions, err := cl.SubjectVersions(ctx, "order-events-order.created")
+	versions, err := cl.SubjectVersions(ctx, "order-events-OrderCreated")
 	if err != nil || len(versions) != 3 {
-		t.Fatalf("order-events-order.created versions = %v, %v; want 3", versions, err)
+		t.Fatalf("order-events-OrderCreated versions = %v, %v; want 3", versions, err)
 	}
 	// Pushing again registers nothing new.
 	if code, _, errOut := schemactl(t, "register", "--registry", reg.URL(), "--dir", moduleRoot); code != 0 {
 		t.Fatalf("second push: exit %d: %s", code, errOut)
 	}
-	if versions, _ := cl.SubjectVersions(ctx, "order-events-order.created"); len(versions) != 3 {
+	if versions, _ := cl.SubjectVersions(ctx, "order-events-OrderCreated"); len(versions) != 3 {
 		t.Errorf("second push added versions: %v", versions)
 	}
 
@@ -170,7 +170,7 @@ func TestRegisterPushesEverySubjectAndTheSerdeUsesItsIDs(t *testing.T) {
 		t.Errorf("wire schema id %d, registry id %d", got, want)
 	}
 	var regSchema map[string]any
-	ss, _ := cl.SchemaByVersion(ctx, "order-events-order.created", 1)
+	ss, _ := cl.SchemaByVersion(ctx, "order-events-OrderCreated", 1)
 	if err := json.Unmarshal([]byte(ss.Schema.Schema), &regSchema); err != nil {
 		t.Fatal(err)
 	}

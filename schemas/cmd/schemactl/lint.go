@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -71,6 +72,7 @@ func lint(dir string, t tree, show func(string) string, rep *reporter) {
 			}
 		}
 	}
+	subjects := map[string][]string{} // subject → the types registered under it
 	for _, typ := range sortedTypes(entries) {
 		e := entries[typ]
 		catFile := show("events/catalog.json")
@@ -114,7 +116,69 @@ func lint(dir string, t tree, show func(string) string, rep *reporter) {
 		if loadErr == nil {
 			lintExamples(cat, typ, e, show, rep)
 		}
+		if subject, ok := lintSubject(t, typ, e, jsonVersions, show, rep); ok {
+			subjects[subject] = append(subjects[subject], typ)
+		}
 	}
+	for _, subject := range slices.Sorted(maps.Keys(subjects)) {
+		types := subjects[subject]
+		if len(types) < 2 {
+			continue
+		}
+		for _, typ := range types {
+			rep.report(problem{File: show("events/catalog.json"), Pointer: "/" + typ + "/subject_strategy", Rule: "SUBJECT_SHARED",
+				New: subject, Hint: fmt.Sprintf("%s share the subject %q, which holds one schema lineage; give them %s (or %s) and a title each",
+					strings.Join(types, ", "), subject, schemas.TopicRecordNameStrategy, schemas.RecordNameStrategy)})
+		}
+	}
+}
+
+// lintSubject checks that the type's subject name strategy can name its
+// subject: under a record strategy every registered schema (the JSON
+// Schema, or the .avsc twin of an Avro type) names a record, the same in
+// every version, since one subject holds them all. It returns the subject.
+func lintSubject(t tree, typ string, e catalogEntry, versions []int, show func(string) string, rep *reporter) (string, bool) {
+	strategy, err := schemas.ParseSubjectStrategy(e.SubjectStrategy)
+	if err != nil {
+		rep.report(problem{File: show("events/catalog.json"), Pointer: "/" + typ + "/subject_strategy", Rule: "CATALOG_SUBJECT_STRATEGY_INVALID",
+			New: e.SubjectStrategy, Hint: err.Error()})
+		return "", false
+	}
+	if !schemas.UsesRecordName(strategy) {
+		return schemas.SubjectName(strategy, e.Topic, ""), true
+	}
+	entry := schemas.Entry{Type: typ, Encoding: e.Encoding}
+	pointer := "/title"
+	if e.Encoding == schemas.EncodingAvro {
+		pointer = "/name"
+	}
+	first, firstVersion := "", 0
+	for _, v := range versions {
+		file := entry.SchemaFile(v)
+		b, ok := t[file]
+		if !ok {
+			continue // reported as a missing twin
+		}
+		record, err := schemas.RecordName(e.Encoding, b)
+		if err != nil {
+			rep.report(problem{File: show(file), Pointer: pointer, Rule: "SUBJECT_RECORD_NAME_MISSING",
+				Hint: fmt.Sprintf("%s names the subject after the record: %v", strategy, err)})
+			return "", false
+		}
+		if first == "" {
+			first, firstVersion = record, v
+			continue
+		}
+		if record != first {
+			rep.report(problem{File: show(file), Pointer: pointer, Rule: "SUBJECT_RECORD_NAME_CHANGED", Old: first, New: record,
+				Hint: fmt.Sprintf("v%d names the record %q; under %s the record name is the subject, and every version of a type belongs in one subject", firstVersion, first, strategy)})
+			return "", false
+		}
+	}
+	if first == "" {
+		return "", false
+	}
+	return schemas.SubjectName(strategy, e.Topic, first), true
 }
 
 func sortedTypes(m map[string]catalogEntry) []string {

@@ -61,24 +61,27 @@ type subjectPush struct {
 
 // registryPlan names each type's subject and builds the schemas to push.
 //
-// Subjects follow the topic-name strategy, <topic>-value. A subject holds
-// one schema lineage, so a topic carrying several event types gives each
-// type <topic>-<type> (the topic-record strategy) instead. Avro-encoded
-// types push their .avsc twins; JSON types push their JSON Schemas with the
+// Subjects follow the entry's subject name strategy as Confluent's
+// serializers compute it (schemas.Catalog.Subject): <topic>-value,
+// <record name> or <topic>-<record name>, the record name being the JSON
+// Schema's title or the Avro twin's full name. Avro-encoded types push
+// their .avsc twins; JSON types push their JSON Schemas with the
 // envelope's event_version constant widened to an integer, because each
 // version of a subject must accept the events of the others.
 func registryPlan(cat *schemas.Catalog) ([]subjectPush, error) {
-	perTopic := map[string]int{}
-	for _, typ := range cat.Types() {
-		e, _ := cat.Lookup(typ)
-		perTopic[e.Topic]++
-	}
 	var plan []subjectPush
 	for _, typ := range cat.Types() {
 		e, _ := cat.Lookup(typ)
-		p := subjectPush{subject: e.Topic + "-value", typ: typ}
-		if perTopic[e.Topic] > 1 {
-			p.subject = e.Topic + "-" + typ
+		p := subjectPush{typ: typ}
+		for _, v := range e.Versions {
+			subject, err := cat.Subject(typ, v)
+			if err != nil {
+				return nil, fmt.Errorf("subject of %s (run schemactl lint): %w", typ, err)
+			}
+			if p.subject != "" && subject != p.subject {
+				return nil, fmt.Errorf("%s: v%d belongs in subject %q, earlier versions in %q (run schemactl lint)", typ, v, subject, p.subject)
+			}
+			p.subject = subject
 		}
 		if err := p.level.UnmarshalText([]byte(e.Compatibility)); err != nil {
 			return nil, fmt.Errorf("%s: compatibility %q: %w", typ, e.Compatibility, err)

@@ -46,11 +46,13 @@ diff      lists every change from OLD to NEW (.avsc is Avro, anything else
           incompatible with OLD under MODE (default BACKWARD).
 register  pushes each subject's versions, oldest first, to a Confluent-
           compatible registry with franz-go's pkg/sr: sets the subject's
-          compatibility level, checks compatibility, then registers. Subjects
-          follow the topic-name strategy, <topic>-value; a topic that carries
-          several event types cannot hold them in one subject, so those use
-          <topic>-<event_type> (the topic-record strategy). --dry-run only
-          checks and prints the plan.
+          compatibility level, checks compatibility, then registers. Each
+          catalog entry's subject_strategy names its subject as Confluent's
+          serializers do: TopicNameStrategy <topic>-value (the default),
+          RecordNameStrategy <record name>, TopicRecordNameStrategy
+          <topic>-<record name>; the record name is the JSON Schema's title
+          (the Avro twin's full name). --dry-run only checks and prints the
+          plan.
 
 Output: one line per problem — file: pointer: RULE: old → new (hint).
   --format text (default), json (one JSON object per line), or github

@@ -214,3 +214,64 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		t.Errorf("--help: exit %d\n%s", code, out)
 	}
 }
+
+// TestLintChecksTheSubjectEachStrategyNeeds: a record strategy needs a
+// title in every version, the same in each; two types may not share a
+// subject.
+func TestLintChecksTheSubjectEachStrategyNeeds(t *testing.T) {
+	titled := func(v int, title string) string {
+		return strings.Replace(envelope(v, "", ""), `"type": "object",`, `"title": "`+title+`", "type": "object",`, 1)
+	}
+	const recordCatalog = `{"thing.happened": {"topic": "thing-events", "key_field": "thing_id", "subject_strategy": "TopicRecordNameStrategy"}}`
+	for _, tc := range []struct {
+		name    string
+		catalog string
+		v1, v2  string
+		want    string // "" when lint passes
+	}{
+		{"topic strategy needs no title", fixtureCatalog, envelope(1, "", ""), envelope(2, "", ""), ""},
+		{"record strategy with one title", recordCatalog, titled(1, "ThingHappened"), titled(2, "ThingHappened"), ""},
+		{"record strategy without a title", recordCatalog, titled(1, "ThingHappened"), envelope(2, "", ""), "v2.schema.json: /title: SUBJECT_RECORD_NAME_MISSING"},
+		{"record strategy with titles that differ", recordCatalog, titled(1, "ThingHappened"), titled(2, "ThingHappened v2"), `v2.schema.json: /title: SUBJECT_RECORD_NAME_CHANGED: ThingHappened → ThingHappened v2`},
+		{"unknown strategy", strings.Replace(recordCatalog, "TopicRecordNameStrategy", "TypeStrategy", 1), titled(1, "T"), titled(2, "T"), "/thing.happened/subject_strategy: CATALOG_SUBJECT_STRATEGY_INVALID"},
+		{"two types in one topic subject", `{"thing.happened": {"topic": "thing-events", "key_field": "thing_id"}, "thing.vanished": {"topic": "thing-events", "key_field": "thing_id"}}`,
+			envelope(1, "", ""), envelope(2, "", ""), `/thing.vanished/subject_strategy: SUBJECT_SHARED: (absent) → thing-events-value`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.write("events/catalog.json", tc.catalog)
+			f.write("events/thing.happened/v1.schema.json", tc.v1)
+			f.write("events/thing.happened/v2.schema.json", tc.v2)
+			if strings.Contains(tc.catalog, "thing.vanished") {
+				f.write("events/thing.vanished/v1.schema.json", strings.ReplaceAll(envelope(1, "", ""), "thing.happened", "thing.vanished"))
+				f.write("events/thing.vanished/examples/v1-basic.json", strings.ReplaceAll(fixtureExample, "thing.happened", "thing.vanished"))
+			}
+			code, out, errOut := schemactl(t, "lint", "--dir", f.dir)
+			if tc.want == "" {
+				if code != 0 {
+					t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
+				}
+				return
+			}
+			if code != 1 || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, want 1 with %q\n%s%s", code, tc.want, out, errOut)
+			}
+		})
+	}
+}
+
+// TestCheckAcceptsARetitledReleasedVersion: the root title of a released
+// JSON Schema may change (it is the record name a type adopting a record
+// strategy registers under); any other change to it is still refused.
+func TestCheckAcceptsARetitledReleasedVersion(t *testing.T) {
+	f := newFixture(t)
+	retitled := strings.Replace(envelope(1, "", ""), `"type": "object",`, `"title": "ThingHappened", "type": "object",`, 1)
+	f.write("events/thing.happened/v1.schema.json", retitled)
+	if code, out, errOut := schemactl(t, "check", "--base", "HEAD", "--dir", f.dir); code != 0 {
+		t.Fatalf("retitled: exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	f.write("events/thing.happened/v1.schema.json", strings.Replace(retitled, `"title": "ThingHappened",`, `"title": "ThingHappened", "description": "x",`, 1))
+	if code, out, _ := schemactl(t, "check", "--base", "HEAD", "--dir", f.dir); code != 1 || !strings.Contains(out, "RELEASED_VERSION_CHANGED") {
+		t.Fatalf("described: exit %d, want 1 with RELEASED_VERSION_CHANGED\n%s", code, out)
+	}
+}

@@ -62,10 +62,11 @@ func (t tree) versions() []versionFile {
 
 // catalogEntry is the raw catalog.json entry, before defaults.
 type catalogEntry struct {
-	Topic         string `json:"topic"`
-	KeyField      string `json:"key_field"`
-	Encoding      string `json:"encoding"`
-	Compatibility string `json:"compatibility"`
+	Topic           string `json:"topic"`
+	KeyField        string `json:"key_field"`
+	Encoding        string `json:"encoding"`
+	Compatibility   string `json:"compatibility"`
+	SubjectStrategy string `json:"subject_strategy"`
 }
 
 // catalog parses events/catalog.json of the tree; a tree without one has
