@@ -18,17 +18,22 @@ import (
 func runRegister(args []string, stdout, stderr io.Writer) (int, error) {
 	fl := newFlags("register", stderr)
 	dirFlag := addDirFlag(fl)
-	registry := fl.String("registry", os.Getenv("SCHEMA_REGISTRY_URL"), "schema registry URL (env SCHEMA_REGISTRY_URL)")
+	reg := addRegistryFlags(fl)
 	dryRun := fl.Bool("dry-run", false, "check compatibility and print the plan; register nothing")
 	timeout := fl.Duration("timeout", time.Minute, "time limit for the whole push")
+	format := fl.String("format", "text", "output format: text, or json (one JSON object per subject version)")
 	if err := parse(fl, args); err != nil {
 		return 0, err
 	}
 	if fl.NArg() != 0 {
 		return 0, usagef("register takes no arguments")
 	}
-	if *registry == "" {
-		return 0, usagef("register needs --registry URL")
+	if *format != "text" && *format != "json" {
+		return 0, usagef("unknown --format %q (want text or json)", *format)
+	}
+	cl, err := reg.client()
+	if err != nil {
+		return 0, err
 	}
 	dir, err := moduleDir(*dirFlag)
 	if err != nil {
@@ -38,17 +43,13 @@ func runRegister(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("load catalog (run schemactl lint): %w", err)
 	}
-	cl, err := sr.NewClient(sr.URLs(*registry))
-	if err != nil {
-		return 0, usageError{fmt.Errorf("registry client: %w", err)}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	plan, err := registryPlan(cat)
 	if err != nil {
 		return 0, err
 	}
-	return push(ctx, cl, plan, *dryRun, stdout)
+	return push(ctx, cl, plan, *dryRun, *format == "json", stdout)
 }
 
 // subjectPush is one subject and the schemas of its versions, oldest first.
@@ -134,11 +135,43 @@ func readFile(cat *schemas.Catalog, file string) ([]byte, error) {
 	return b, nil
 }
 
+// pushResult is one subject version's outcome, printed as a line of text
+// or, under --format json, as one JSON object.
+type pushResult struct {
+	Subject        string   `json:"subject"`
+	EventType      string   `json:"event_type"`
+	EventVersion   int      `json:"event_version"`
+	SchemaType     string   `json:"schema_type"`
+	Compatibility  string   `json:"compatibility"`
+	Status         string   `json:"status"` // registered, would_register or incompatible
+	ID             int      `json:"id,omitempty"`
+	SubjectVersion int      `json:"subject_version,omitempty"`
+	Messages       []string `json:"messages,omitempty"`
+}
+
+func (r pushResult) text() string {
+	switch r.Status {
+	case "incompatible":
+		return fmt.Sprintf("%s: %s v%d: INCOMPATIBLE_WITH_REGISTRY under %s: %v", r.Subject, r.EventType, r.EventVersion, r.Compatibility, r.Messages)
+	case "would_register":
+		return fmt.Sprintf("%s: %s v%d (%s, %s): compatible, would register", r.Subject, r.EventType, r.EventVersion, r.SchemaType, r.Compatibility)
+	}
+	return fmt.Sprintf("%s: %s v%d (%s, %s): registered as id %d, subject version %d", r.Subject, r.EventType, r.EventVersion, r.SchemaType, r.Compatibility, r.ID, r.SubjectVersion)
+}
+
 // push sets each subject's level, checks each version against the latest
 // registered one and registers it. Under --dry-run it only checks; a
 // subject the registry does not know yet is reported as new.
-func push(ctx context.Context, cl *sr.Client, plan []subjectPush, dryRun bool, out io.Writer) (int, error) {
+func push(ctx context.Context, cl *sr.Client, plan []subjectPush, dryRun, asJSON bool, out io.Writer) (int, error) {
 	problems := 0
+	emit := func(r pushResult) {
+		if asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Fprintln(out, string(b))
+			return
+		}
+		fmt.Fprintln(out, r.text())
+	}
 	for _, p := range plan {
 		if !dryRun {
 			for _, r := range cl.SetCompatibility(ctx, sr.SetCompatibility{Level: p.level}, p.subject) {
@@ -149,6 +182,7 @@ func push(ctx context.Context, cl *sr.Client, plan []subjectPush, dryRun bool, o
 		}
 		for i, s := range p.schemas {
 			v := i + 1
+			r := pushResult{Subject: p.subject, EventType: p.typ, EventVersion: v, SchemaType: s.Type.String(), Compatibility: p.level.String()}
 			res, err := cl.CheckCompatibility(ctx, p.subject, -1, s)
 			var re *sr.ResponseError
 			switch {
@@ -159,18 +193,21 @@ func push(ctx context.Context, cl *sr.Client, plan []subjectPush, dryRun bool, o
 			}
 			if !res.Is {
 				problems++
-				fmt.Fprintf(out, "%s: %s v%d: INCOMPATIBLE_WITH_REGISTRY under %s: %v\n", p.subject, p.typ, v, p.level, res.Messages)
+				r.Status, r.Messages = "incompatible", res.Messages
+				emit(r)
 				break
 			}
 			if dryRun {
-				fmt.Fprintf(out, "%s: %s v%d (%s, %s): compatible, would register\n", p.subject, p.typ, v, s.Type, p.level)
+				r.Status = "would_register"
+				emit(r)
 				continue
 			}
 			ss, err := cl.CreateSchema(ctx, p.subject, s)
 			if err != nil {
 				return problems, fmt.Errorf("register %s (%s v%d): %w", p.subject, p.typ, v, err)
 			}
-			fmt.Fprintf(out, "%s: %s v%d (%s, %s): registered as id %d, subject version %d\n", p.subject, p.typ, v, s.Type, p.level, ss.ID, ss.Version)
+			r.Status, r.ID, r.SubjectVersion = "registered", ss.ID, ss.Version
+			emit(r)
 		}
 	}
 	return problems, nil

@@ -22,7 +22,10 @@ Usage:
   schemactl lint     [--dir DIR] [--format F]
   schemactl check    --base GIT_REF [--dir DIR] [--format F]
   schemactl diff     [--mode MODE] [--format F] OLD NEW
-  schemactl register --registry URL [--dry-run] [--dir DIR]
+  schemactl register --registry URL [--dry-run] [--dir DIR] [--format F]
+  schemactl get      --registry URL [--deleted] [--format F] SUBJECT [VERSION|latest]
+  schemactl list     --registry URL [--deleted] [--prefix P] [--format F] [SUBJECT]
+  schemactl delete   --registry URL [--permanent] [--format F] SUBJECT [VERSION|latest]
 
 lint      every schema compiles (JSON Schema 2020-12, Avro), event_type and
           event_version constants match the path, versions are contiguous,
@@ -53,10 +56,29 @@ register  pushes each subject's versions, oldest first, to a Confluent-
           <topic>-<record name>; the record name is the JSON Schema's title
           (the Avro twin's full name). --dry-run only checks and prints the
           plan.
+get       prints one version of a subject (the latest by default) with its
+          id and type; --deleted finds soft-deleted versions too.
+list      prints the subjects (--prefix filters them), or the versions of
+          SUBJECT; --deleted includes soft-deleted ones.
+delete    soft-deletes a subject or one version (the registry hides it; its
+          ids still resolve); --permanent deletes it for good, soft-deleting
+          first as the registry requires. A subject or version that does not
+          exist exits 1.
+
+Registry connection (register, get, list, delete):
+  --registry URL             env SCHEMA_REGISTRY_URL
+  --registry-user USER       basic authentication, env CONCORD_SCHEMA_REGISTRY_USER
+  --registry-password PASS   env CONCORD_SCHEMA_REGISTRY_PASSWORD (prefer it to the flag)
+  --registry-token TOKEN     bearer authentication, env CONCORD_SCHEMA_REGISTRY_TOKEN
+  --registry-ca-file FILE    PEM CAs for the registry's certificate, env CONCORD_SCHEMA_REGISTRY_CA_FILE
+  --registry-cert-file FILE  PEM client certificate (mutual TLS), env CONCORD_SCHEMA_REGISTRY_CERT_FILE
+  --registry-key-file FILE   its PEM key, env CONCORD_SCHEMA_REGISTRY_KEY_FILE
+  --timeout DURATION         time limit for the requests (register: 1m, others: 30s)
 
 Output: one line per problem — file: pointer: RULE: old → new (hint).
-  --format text (default), json (one JSON object per line), or github
-  (GitHub Actions ::error annotations).
+  --format text (default), json (one JSON object per line, on every
+  command), or github (lint, check, diff: GitHub Actions ::error
+  annotations).
 Exit status: 0 clean, 1 a problem or incompatible change, 2 usage error.
 `
 
@@ -88,6 +110,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		problems, err = runDiff(args[1:], stdout, stderr)
 	case "register":
 		problems, err = runRegister(args[1:], stdout, stderr)
+	case "get":
+		problems, err = runGet(args[1:], stdout, stderr)
+	case "list":
+		problems, err = runList(args[1:], stdout, stderr)
+	case "delete":
+		problems, err = runDelete(args[1:], stdout, stderr)
 	default:
 		err = usagef("unknown command %q", args[0])
 	}
