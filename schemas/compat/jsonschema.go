@@ -81,11 +81,16 @@ func mergeReverse(forward, reverse []Change) []Change {
 		i := slices.IndexFunc(forward, func(c Change) bool { return c.Pointer == r.Pointer })
 		if i >= 0 {
 			forward[i].BreaksForward = true
+			why := "breaks FORWARD: compared the other way round (the old schema reading new data) this is " + r.Rule
+			if forward[i].Hint != "" {
+				why = forward[i].Hint + "; " + why
+			}
+			forward[i].Hint = why
 			continue
 		}
 		forward = append(forward, Change{
 			Pointer: r.Pointer, Rule: r.Rule, Old: r.New, New: r.Old, BreaksForward: true,
-			Hint: "found reading data of the new schema with the old one: " + r.Hint,
+			Hint: "found only comparing the other way round (the old schema reading new data), as FORWARD does",
 		})
 	}
 	return forward
