@@ -28,6 +28,12 @@ type corpusCase struct {
 
 var trailingComma = regexp.MustCompile(`,(\s*[}\]])`)
 
+// deliberate lists the corpus cases whose verdict we give differently on
+// purpose (schemas/README.md says why), by description.
+var deliberate = map[string]string{
+	"Detect required array to be changed": "a name without a schema made required is REQUIRED_ATTRIBUTE_ADDED here",
+}
+
 // TestConfluentCorpusAgreement runs the engine over Confluent's own diff
 // cases and compares the verdict (compatible or not, their BACKWARD
 // direction) and the difference types found.
@@ -71,9 +77,12 @@ func TestConfluentCorpusAgreement(t *testing.T) {
 			}
 			sort.Strings(gotRules)
 			sort.Strings(wantRules)
-			if compatible == c.Compatible {
+			switch why, known := deliberate[c.Description]; {
+			case compatible == c.Compatible:
 				verdicts++
-			} else {
+			case known:
+				t.Logf("%s #%d %q: compatible=%v, Confluent says %v: deliberate: %s", filepath.Base(f), i, c.Description, compatible, c.Compatible, why)
+			default:
 				t.Errorf("%s #%d %q: compatible=%v, Confluent says %v\n  ours: %v\n  theirs: %v", filepath.Base(f), i, c.Description, compatible, c.Compatible, got, c.Changes)
 			}
 			if slices.Equal(gotRules, wantRules) {

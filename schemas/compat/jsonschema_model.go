@@ -240,7 +240,9 @@ func (l *loader) pointer(p string) (any, bool) {
 // build loads a keyword map: one part per kind of keyword present, an
 // allOf of the parts when there are several.
 func (l *loader) build(m map[string]any, loc string) *node {
-	var parts []*node
+	// Parts in the order Confluent's loader builds them, which its
+	// pointers (allOf/1/enum beside a type) follow.
+	parts := l.typed(m, loc)
 	if ref, ok := m["$ref"].(string); ok && strings.HasPrefix(ref, "#") {
 		if target, ok := l.pointer(strings.TrimPrefix(ref, "#")); ok {
 			parts = append(parts, l.load(target, ref))
@@ -266,7 +268,6 @@ func (l *loader) build(m map[string]any, loc string) *node {
 	if _, ok := m["const"]; ok {
 		parts = append(parts, &node{kind: kindConst, loc: loc + "/const", raw: m})
 	}
-	parts = append(parts, l.typed(m, loc)...)
 	if _, ok := m["if"]; ok {
 		parts = append(parts, &node{kind: kindConditional, loc: loc + "/if", raw: map[string]any{"if": m["if"], "then": m["then"], "else": m["else"]}})
 	}
