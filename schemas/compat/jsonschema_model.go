@@ -306,13 +306,13 @@ func (l *loader) typed(m map[string]any, loc string) []*node {
 			n.typed = true
 			return []*node{n}
 		}
-		any := &node{kind: kindCombined, loc: loc + "/type", raw: m, criterion: anyOf, synthetic: true}
+		union := &node{kind: kindCombined, loc: loc + "/type", raw: m, criterion: anyOf, synthetic: true}
 		for _, t := range types {
 			n := l.ofType(m, loc+"/type="+t, t)
 			n.typed = true
-			any.subs = append(any.subs, n)
+			union.subs = append(union.subs, n)
 		}
-		return []*node{any}
+		return []*node{union}
 	}
 	var out []*node
 	if hasAny(m, objectKeywords) {
