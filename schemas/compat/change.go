@@ -46,7 +46,7 @@ func FormatOf(name string) Format {
 // Avro schema-resolution outcome (READER_FIELD_MISSING_DEFAULT_VALUE,
 // MISSING_UNION_BRANCH, TYPE_PROMOTED, ...).
 type Change struct {
-	Pointer        string `json:"pointer"` // JSON pointer into the new schema (the old one when removed); "" is the root
+	Pointer        string `json:"pointer"` // where, as a JSON pointer into the schemas ("" the root); for JSON Schema the path Confluent reports (allOf/1 for the second part of a schema mixing kinds, required/NAME)
 	Rule           string `json:"rule"`
 	Old            string `json:"old"`             // compact JSON of the old value, "" when absent
 	New            string `json:"new"`             // compact JSON of the new value, "" when absent
