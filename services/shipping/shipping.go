@@ -11,10 +11,7 @@
 // at most one label per key.
 package shipping
 
-import (
-	"strings"
-	"time"
-)
+import "time"
 
 // Status is where a shipment is at the carrier, as far as we know.
 type Status string
@@ -75,16 +72,8 @@ const CompensateSuffix = "_compensate"
 // CompensationKey is the key of the compensation of the step whose key is key.
 func CompensationKey(key string) string { return key + CompensateSuffix }
 
-// CreateKeyOf is the create's key a compensation key was derived from, and
-// whether it was one.
-func CreateKeyOf(cancelKey string) (string, bool) {
-	k, ok := strings.CutSuffix(cancelKey, CompensateSuffix)
-	return k, ok && k != ""
-}
-
 // Address is where a shipment goes.
 type Address struct {
-	Name       string `json:"name"`
 	Line1      string `json:"line1"`
 	Line2      string `json:"line2,omitempty"`
 	City       string `json:"city"`
@@ -171,6 +160,8 @@ func Next(s State, now time.Time) Action {
 		switch {
 		case cancelling && s.CreateCalls == 0:
 			return SettleCancelled
+		case cancelling && !s.InternalCancel && !now.Before(s.CancelDeadline):
+			return GiveUpCancel
 		case cancelling:
 			return Lookup
 		case !now.Before(s.CreateDeadline):
@@ -193,19 +184,4 @@ func Next(s State, now time.Time) Action {
 		}
 	}
 	return Wait
-}
-
-// Reply is the saga.step_replied a command gets.
-type Reply struct {
-	SagaID      string
-	Step        string
-	CommandType string
-	OrderID     string
-	Outcome     Outcome
-	Reason      string
-	// ShipmentID and TrackingNumber are the carrier's, when it created one.
-	ShipmentID     string
-	TrackingNumber string
-	// CausationID is the command's event id.
-	CausationID string
 }

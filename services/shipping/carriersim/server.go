@@ -58,7 +58,7 @@ const maxBody = 64 << 10
 
 // Address is where a shipment goes.
 type Address struct {
-	Name       string `json:"name"`
+	Name       string `json:"name,omitempty"`
 	Line1      string `json:"line1"`
 	Line2      string `json:"line2,omitempty"`
 	City       string `json:"city"`
@@ -346,8 +346,6 @@ func (req CreateRequest) Validate() *APIError {
 	switch {
 	case strings.TrimSpace(req.OrderID) == "":
 		return missing("order_id")
-	case strings.TrimSpace(req.Address.Name) == "":
-		return missing("address.name")
 	case strings.TrimSpace(req.Address.Line1) == "":
 		return missing("address.line1")
 	case strings.TrimSpace(req.Address.City) == "":

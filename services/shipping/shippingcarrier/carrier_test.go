@@ -13,7 +13,7 @@ import (
 )
 
 func parcel(postal string) shipping.Parcel {
-	return shipping.Parcel{OrderID: "o1", Address: shipping.Address{Name: "Ada", Line1: "1 Main St", City: "Berlin", PostalCode: postal, Country: "DE"},
+	return shipping.Parcel{OrderID: "o1", Address: shipping.Address{Line1: "1 Main St", City: "Berlin", PostalCode: postal, Country: "DE"},
 		Items: []shipping.Item{{SKU: "SKU-1", Quantity: 1}}}
 }
 
