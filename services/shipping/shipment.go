@@ -102,6 +102,7 @@ func (s *Shipment) OnCreate(c CreateCommand, now time.Time, budget time.Duration
 	if s.Create.CommandID == "" { // the cancellation came first
 		s.Create = Phase{CommandID: c.CommandID, Key: c.Key, Step: c.Step}
 		s.Parcel = c.Parcel
+		return s.answerCreate(Answer{Outcome: Failed, Reason: ReasonCancelledFirst})
 	}
 	a := s.Create.Answer
 	switch {
