@@ -114,7 +114,8 @@ func (s *Shipment) OnCreate(c CreateCommand, now time.Time, budget time.Duration
 	// Retryable: the carrier did not answer in time. Start over, unless
 	// our voiding already found and cancelled a shipment under the key.
 	if s.Status == StatusCancelled && s.CarrierID != "" {
-		return s.answerCreate(Answer{Outcome: Failed, Reason: ReasonVoided})
+		s.Create.Answer = &Answer{Outcome: Failed, Reason: ReasonVoided}
+		return []Reply{s.reply(CommandCreate)}
 	}
 	if s.InternalCancel {
 		s.InternalCancel, s.CancelStatus = false, CancelNone

@@ -361,3 +361,28 @@ func TestKill9BetweenTheCarrierCallAndTheCommitCreatesOneShipment(t *testing.T) 
 		t.Fatalf("reply %+v, carrier shipments %+v, stats before restart %+v after %+v", r, sh, before, after)
 	}
 }
+
+// A carrier that does not answer within the step's budget gets the command
+// a failed, retryable reply; the same command sent again once the carrier
+// is back starts a new budget and books exactly one shipment.
+func TestACarrierDownForTheWholeBudgetIsARetryableFailureAndAResendBooksOnce(t *testing.T) {
+	d := newDeployment(t, "STEP_BUDGET=2s")
+	saga := testkit.UniqueName(t, "s")
+	d.setFaults(t, map[string]string{"5xx-rate": "1"})
+	id := d.send(t, createCmd(saga, "10115"))
+	r := d.waitReplies(t, saga, 1)[0]
+	wantReply(t, r, contract.SagaStepRepliedV1CommandTypeShippingCreateShipment, id, contract.SagaStepRepliedV1OutcomeFailed, "carrier_unavailable")
+	if r.Retryable == nil || !*r.Retryable {
+		t.Fatalf("give-up reply %+v is not retryable", r)
+	}
+	if st := d.sim.Stats(); st.Injected5xx < 2 {
+		t.Fatalf("the carrier was tried %d times within the budget", st.Injected5xx)
+	}
+	d.setFaults(t, map[string]string{"5xx-rate": "0"})
+	d.send(t, createCmd(saga, "10115"))
+	again := d.waitReplies(t, saga, 2)[1]
+	wantReply(t, again, contract.SagaStepRepliedV1CommandTypeShippingCreateShipment, id, contract.SagaStepRepliedV1OutcomeSucceeded, "")
+	if sh := d.shipmentsOf(saga + ":create_shipment"); len(sh) != 1 || sh[0].ID != again.ShipmentID || sh[0].Status != carriersim.StatusCreated {
+		t.Fatalf("carrier shipments %+v, reply %+v", sh, again)
+	}
+}
