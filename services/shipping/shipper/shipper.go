@@ -197,7 +197,10 @@ func (s *Shipper) Work(ctx context.Context, r shippingstore.Row) error {
 func (s *Shipper) create(ctx context.Context, r shippingstore.Row) error {
 	if err := shippingstore.CountCreateCall(ctx, s.cfg.Pool, r.ID); err != nil {
 		if errors.Is(err, shippingstore.ErrChanged) {
-			return nil // a cancellation got there first; the row is queued again
+			// A cancellation got there first: release the lease so the
+			// row is decided again now rather than when it ends.
+			return shippingstore.Update(ctx, s.cfg.Pool, s.cfg.Outbox, r.ID, s.cfg.Now(),
+				func(*shipping.Shipment) []shipping.Reply { return nil })
 		}
 		return err
 	}

@@ -112,8 +112,13 @@ func answerCols(a *shipping.Answer) (outcome *string, reason *string, retryable 
 }
 
 // save writes s over row id and queues the worker: due now when the
-// domain has something to do, idle otherwise.
-func save(ctx context.Context, tx pgx.Tx, id int64, s *shipping.Shipment, now time.Time) error {
+// domain has something to do, idle otherwise. A command (release false)
+// that makes a row due while an attempt holds its lease leaves it due when
+// the lease ends: a second attempt beside the one in flight could look the
+// key up before the first call lands, and settle a shipment as never
+// created that the carrier is creating. The lease holder releases it
+// (release true) when it records what the carrier said.
+func save(ctx context.Context, tx pgx.Tx, id int64, s *shipping.Shipment, now time.Time, release bool) error {
 	var parcel []byte
 	if s.Create.CommandID != "" {
 		var err error
@@ -131,12 +136,13 @@ func save(ctx context.Context, tx pgx.Tx, id int64, s *shipping.Shipment, now ti
 		tracking_number = $7, create_calls = $8, create_command_id = $9, create_step = $10, create_deadline = $11,
 		create_outcome = $12, create_reason = $13, create_retryable = $14, cancel_key = $15, cancel_command_id = $16,
 		cancel_step = $17, cancel_deadline = $18, cancel_status = $19, cancel_internal = $20, cancel_outcome = $21,
-		cancel_reason = $22, cancel_retryable = $23, next_attempt_at = $24, updated_at = now()
+		cancel_reason = $22, cancel_retryable = $23, leased_until = case when $25 then null else leased_until end,
+		next_attempt_at = case when $24::timestamptz is null then null else greatest($24, case when $25 then null else leased_until end) end, updated_at = now()
 		where id = $1`,
 		id, s.SagaID, s.OrderID, parcel, string(s.Status), nullIfEmpty(s.CarrierID), nullIfEmpty(s.TrackingNumber), s.CreateCalls,
 		nullIfEmpty(s.Create.CommandID), nullIfEmpty(s.Create.Step), nullTime(s.Create.Deadline), co, cr, crt,
 		nullIfEmpty(s.Cancel.Key), nullIfEmpty(s.Cancel.CommandID), nullIfEmpty(s.Cancel.Step), nullTime(s.Cancel.Deadline),
-		nullIfEmpty(string(s.CancelStatus)), s.InternalCancel, xo, xr, xrt, next)
+		nullIfEmpty(string(s.CancelStatus)), s.InternalCancel, xo, xr, xrt, next, release)
 	if err != nil {
 		return fmt.Errorf("save shipment %s: %w", s.Key, err)
 	}
@@ -154,7 +160,7 @@ func insert(ctx context.Context, tx pgx.Tx, s *shipping.Shipment, now time.Time)
 	if err != nil {
 		return 0, false, fmt.Errorf("store shipment %s: %w", s.Key, err)
 	}
-	return id, true, save(ctx, tx, id, s, now)
+	return id, true, save(ctx, tx, id, s, now, false)
 }
 
 func lockByKey(ctx context.Context, tx pgx.Tx, key string) (Row, error) {
@@ -202,7 +208,7 @@ func ApplyCreate(ctx context.Context, tx pgx.Tx, out outbox.Emitter, c shipping.
 		return err
 	}
 	replies := row.OnCreate(c, now, budget)
-	if err := save(ctx, tx, row.ID, &row.Shipment, now); err != nil {
+	if err := save(ctx, tx, row.ID, &row.Shipment, now, false); err != nil {
 		return err
 	}
 	return Emit(out, replies)
@@ -221,7 +227,7 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, out outbox.Emitter, c shipping.
 			return err
 		}
 		replies = row.OnCancel(c, now, budget)
-		if err := save(ctx, tx, row.ID, &row.Shipment, now); err != nil {
+		if err := save(ctx, tx, row.ID, &row.Shipment, now, false); err != nil {
 			return err
 		}
 	}
@@ -232,7 +238,8 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, out outbox.Emitter, c shipping.
 // they are not due again before lease has passed, so a worker that dies
 // mid-call leaves its shipments to the next claim after the lease.
 func Claim(ctx context.Context, pool *pgxpool.Pool, limit int, lease time.Duration) ([]Row, error) {
-	rows, err := pool.Query(ctx, `update shipments s set next_attempt_at = now() + make_interval(secs => $2), attempts = s.attempts + 1
+	rows, err := pool.Query(ctx, `update shipments s set next_attempt_at = now() + make_interval(secs => $2), leased_until = now() + make_interval(secs => $2),
+		attempts = s.attempts + 1
 		from (select id from shipments where next_attempt_at <= now() order by next_attempt_at limit $1 for update skip locked) due
 		where s.id = due.id
 		returning `+prefixed(), limit, lease.Seconds())
@@ -284,7 +291,7 @@ func Update(ctx context.Context, pool *pgxpool.Pool, w outbox.Writer, id int64, 
 			return err
 		}
 		replies := f(&row.Shipment)
-		if err := save(ctx, tx, id, &row.Shipment, now); err != nil {
+		if err := save(ctx, tx, id, &row.Shipment, now, true); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `update shipments set last_error = null where id = $1`, id); err != nil {
@@ -296,7 +303,7 @@ func Update(ctx context.Context, pool *pgxpool.Pool, w outbox.Writer, id int64, 
 
 // RetryAt leaves row id to a later attempt at at, noting why.
 func RetryAt(ctx context.Context, pool *pgxpool.Pool, id int64, at time.Time, reason string) error {
-	if _, err := pool.Exec(ctx, `update shipments set next_attempt_at = $2, last_error = $3, updated_at = now() where id = $1`,
+	if _, err := pool.Exec(ctx, `update shipments set next_attempt_at = $2, leased_until = null, last_error = $3, updated_at = now() where id = $1`,
 		id, at, reason); err != nil {
 		return fmt.Errorf("retry shipment %d: %w", id, err)
 	}

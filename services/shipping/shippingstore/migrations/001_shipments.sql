@@ -35,9 +35,12 @@ create table shipments (
     cancel_reason       text,
     cancel_retryable    boolean not null default false,
 
-    -- the worker's queue: due when next_attempt_at <= now(); null is idle
+    -- the worker's queue: due when next_attempt_at <= now(); null is idle.
+    -- leased_until is the claim of the attempt in flight: a command that
+    -- makes the row due again waits for it, so two attempts never overlap.
     attempts            int not null default 0,
     next_attempt_at     timestamptz,
+    leased_until        timestamptz,
     last_error          text,
     created_at          timestamptz not null default now(),
     updated_at          timestamptz not null default now()
