@@ -231,11 +231,20 @@ func TestShippingCommandsOnTheRealStack(t *testing.T) {
 
 	t.Run("DuplicateCommandsMakeOneShipmentAndGetTheSameReply", func(t *testing.T) {
 		saga := testkit.UniqueName(t, "s")
-		// The carrier takes 400ms to answer: the resend arrives while the
-		// first is in flight, and the two are answered once.
-		d.setFaults(t, map[string]string{"latency": "400ms"})
+		// The carrier takes 800ms to answer (the client waits 1s): the resend is applied while
+		// the first is in flight, and the two are answered once.
+		d.setFaults(t, map[string]string{"latency": "800ms"})
 		first := d.send(t, createCmd(saga, "10115"))
-		d.send(t, createCmd(saga, "10115"))
+		second := d.send(t, createCmd(saga, "10115"))
+		testkit.Eventually(t, 30*time.Second, "both commands applied", func() error {
+			if n := testkit.Count(t, d.pool, `select count(*) from processed_events where event_id in ($1, $2)`, first, second); n != 2 {
+				return fmt.Errorf("%d applied", n)
+			}
+			return nil
+		})
+		if n := len(d.replies(t, saga)); n != 0 {
+			t.Fatalf("the carrier answered before the resend was applied (%d replies): the scenario did not happen", n)
+		}
 		r := d.waitReplies(t, saga, 1)[0]
 		d.setFaults(t, map[string]string{"latency": "0s"})
 		wantReply(t, r, contract.SagaStepRepliedV1CommandTypeShippingCreateShipment, first, contract.SagaStepRepliedV1OutcomeSucceeded, "")
