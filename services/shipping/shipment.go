@@ -18,8 +18,10 @@ type Answer struct {
 // Phase is one command's side of a shipment: the create, or its
 // cancellation.
 type Phase struct {
-	// CommandID is the event id of the first command received under the
-	// key ("" until one arrived).
+	// CommandID is the event id of the latest command received under the
+	// key ("" until one arrived): a reply names the command it answers,
+	// and the orchestrator counts a failure only when it answers the
+	// command it sent last.
 	CommandID string
 	Key       string
 	Step      string
@@ -104,6 +106,7 @@ func (s *Shipment) OnCreate(c CreateCommand, now time.Time, budget time.Duration
 		s.Parcel = c.Parcel
 		return s.answerCreate(Answer{Outcome: Failed, Reason: ReasonCancelledFirst})
 	}
+	s.Create.CommandID = c.CommandID // the answer names the command it answers
 	a := s.Create.Answer
 	switch {
 	case a == nil:
@@ -134,6 +137,7 @@ const ReasonVoided = "shipment_voided"
 // OnCancel applies a cancellation to an existing row.
 func (s *Shipment) OnCancel(c CancelCommand, now time.Time, budget time.Duration) []Reply {
 	if s.Cancel.CommandID != "" && !s.InternalCancel {
+		s.Cancel.CommandID = c.CommandID
 		a := s.Cancel.Answer
 		switch {
 		case a == nil:

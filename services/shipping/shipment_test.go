@@ -56,6 +56,10 @@ func TestCreatedIsAnsweredOnceAndARepeatGetsTheSameAnswer(t *testing.T) {
 	want(t, "created twice", s.Created("shp_2", "TRK_2"))
 	again := s.OnCreate(create("c2"), t0, budget)
 	want(t, "repeat", again, cr, ok, "")
+	if again[0].CommandID != "c2" {
+		t.Fatalf("the repeat's answer names %s, not the repeat", again[0].CommandID)
+	}
+	again[0].CommandID = "c1"
 	if again[0] != r[0] {
 		t.Fatalf("repeat answered %+v, first %+v", again[0], r[0])
 	}
@@ -77,7 +81,7 @@ func TestARepeatWhileInFlightIsAnsweredOnceByTheOutcome(t *testing.T) {
 	want(t, "repeat in flight", s.OnCreate(create("c2"), t0, budget))
 	r := s.Declined("unsupported_postal_code")
 	want(t, "declined", r, cr, no, "unsupported_postal_code")
-	if r[0].CommandID != "c1" || r[0].Retryable {
+	if r[0].CommandID != "c2" || r[0].Retryable {
 		t.Fatalf("decline reply %+v", r[0])
 	}
 	want(t, "cancel of declined", s.OnCancel(cancel("x1"), t0, budget), cn, ok, "")
@@ -193,8 +197,8 @@ func TestGivenUpCancelIsRetryableAndAResendTriesAgain(t *testing.T) {
 	}
 	r = s.Voided()
 	want(t, "voided", r, cn, ok, "")
-	if r[0].CommandID != "x1" {
-		t.Fatalf("the reply names %s, not the first command under the key", r[0].CommandID)
+	if r[0].CommandID != "x2" {
+		t.Fatalf("the reply names %s, not the resend it answers", r[0].CommandID)
 	}
 }
 

@@ -247,9 +247,13 @@ func TestShippingCommandsOnTheRealStack(t *testing.T) {
 		}
 		r := d.waitReplies(t, saga, 1)[0]
 		d.setFaults(t, map[string]string{"latency": "0s"})
-		wantReply(t, r, contract.SagaStepRepliedV1CommandTypeShippingCreateShipment, first, contract.SagaStepRepliedV1OutcomeSucceeded, "")
-		d.send(t, createCmd(saga, "10115")) // a resend after the answer: the same answer again
+		wantReply(t, r, contract.SagaStepRepliedV1CommandTypeShippingCreateShipment, second, contract.SagaStepRepliedV1OutcomeSucceeded, "")
+		third := d.send(t, createCmd(saga, "10115")) // a resend after the answer: the same answer again
 		again := d.waitReplies(t, saga, 2)[1]
+		if again.CommandID != third {
+			t.Fatalf("the repeated answer names %s, not the command it answers (%s)", again.CommandID, third)
+		}
+		again.CommandID = r.CommandID
 		if again != r {
 			t.Fatalf("second reply %+v, first %+v", again, r)
 		}
@@ -388,9 +392,9 @@ func TestACarrierDownForTheWholeBudgetIsARetryableFailureAndAResendBooksOnce(t *
 		t.Fatalf("the carrier was tried %d times within the budget", st.Injected5xx)
 	}
 	d.setFaults(t, map[string]string{"5xx-rate": "0"})
-	d.send(t, createCmd(saga, "10115"))
+	resend := d.send(t, createCmd(saga, "10115"))
 	again := d.waitReplies(t, saga, 2)[1]
-	wantReply(t, again, contract.SagaStepRepliedV1CommandTypeShippingCreateShipment, id, contract.SagaStepRepliedV1OutcomeSucceeded, "")
+	wantReply(t, again, contract.SagaStepRepliedV1CommandTypeShippingCreateShipment, resend, contract.SagaStepRepliedV1OutcomeSucceeded, "")
 	if sh := d.shipmentsOf(saga + ":create_shipment"); len(sh) != 1 || sh[0].ID != again.ShipmentID || sh[0].Status != carriersim.StatusCreated {
 		t.Fatalf("carrier shipments %+v, reply %+v", sh, again)
 	}
