@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -50,6 +52,7 @@ type deployment struct {
 	svc    *proc.Process
 	pool   *pgxpool.Pool
 	kafka  *kgo.Client
+	k      *testkit.Kafka
 	prefix string
 	url    string
 }
@@ -69,7 +72,7 @@ func newDeployment(t *testing.T, extraEnv ...string) *deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &deployment{t: t, sim: sim, prefix: prefix, url: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
+	d := &deployment{t: t, sim: sim, k: k, prefix: prefix, url: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
 	env := append([]string{"SHIPPING_DATABASE_URL=" + db, "CARRIER_URL=" + hs.URL, "CARRIER_API_KEY=ck_test",
 		// A lost answer is given up after 1s, and the lease (2s) lets the
 		// next attempt take a shipment a killed process held.
@@ -90,6 +93,12 @@ func newDeployment(t *testing.T, extraEnv ...string) *deployment {
 	d.pool = testkit.Pool(t, db)
 	d.kafka = k.Client(t)
 	return d
+}
+
+// consumer reads topic from the start.
+func (d *deployment) consumer(t *testing.T, topic string) *kgo.Client {
+	t.Helper()
+	return d.k.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 }
 
 func (d *deployment) waitReady() {
@@ -226,6 +235,36 @@ func TestShippingCommandsOnTheRealStack(t *testing.T) {
 		}
 		if got := d.shipmentsOf(saga + ":create_shipment")[0].Status; got != carriersim.StatusCancelled {
 			t.Fatalf("carrier status %s after the cancel", got)
+		}
+		// The in-process relay publishes both replies, keyed by the saga.
+		cl := d.consumer(t, d.prefix+contract.TypeSagaStepReplied.Topic())
+		seen := map[string]bool{}
+		testkit.Eventually(t, 30*time.Second, "both replies on saga-replies", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
+				if string(rec.Key) == saga {
+					env, err := schemas.DecodeEnvelope(rec.Value)
+					if err == nil && env.EventType == string(contract.TypeSagaStepReplied) {
+						seen[env.CausationID] = true
+					}
+				}
+			})
+			if !seen[id] || !seen[cid] {
+				return fmt.Errorf("replies to %v seen", seen)
+			}
+			return nil
+		})
+		res, err := http.Get(d.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		for _, m := range []string{`concord_shipping_carrier_calls_total{kind="create",outcome="ok"}`, `concord_shipping_carrier_calls_total{kind="cancel",outcome="ok"}`} {
+			if !strings.Contains(string(body), m) {
+				t.Errorf("/metrics lacks %s", m)
+			}
 		}
 	})
 
