@@ -1,6 +1,11 @@
 package shipping
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
 
 // Command types a reply names.
 const (
@@ -257,4 +262,41 @@ func (s *Shipment) reply(commandType string) Reply {
 		r.TrackingNumber = s.TrackingNumber
 	}
 	return r
+}
+
+// ErrContradiction is a command that contradicts what the shipment's
+// earlier commands said under the same key: another saga, order or
+// parcel. Retrying cannot fix it; it is a bug in key derivation or a
+// forged command, and nothing is changed for it.
+var ErrContradiction = errors.New("command contradicts the shipment's earlier commands")
+
+// Equal reports whether p and q ask for the same shipment.
+func (p Parcel) Equal(q Parcel) bool {
+	return p.OrderID == q.OrderID && p.Address == q.Address && slices.Equal(p.Items, q.Items)
+}
+
+// CheckCreate returns an error wrapping ErrContradiction when c cannot be
+// a repeat of the create this shipment was made for.
+func (s *Shipment) CheckCreate(c CreateCommand) error {
+	switch {
+	case s.SagaID != c.SagaID || s.OrderID != c.Parcel.OrderID:
+		return fmt.Errorf("%w: create %s for saga %s order %s, the key's shipment is saga %s order %s",
+			ErrContradiction, c.Key, c.SagaID, c.Parcel.OrderID, s.SagaID, s.OrderID)
+	case s.Create.CommandID != "" && (s.Create.Step != c.Step || !s.Parcel.Equal(c.Parcel)):
+		return fmt.Errorf("%w: create %s asks for another step or parcel than its first send", ErrContradiction, c.Key)
+	}
+	return nil
+}
+
+// CheckCancel returns an error wrapping ErrContradiction when c cannot be
+// a cancellation of this shipment.
+func (s *Shipment) CheckCancel(c CancelCommand) error {
+	switch {
+	case s.SagaID != c.SagaID || s.OrderID != c.OrderID:
+		return fmt.Errorf("%w: cancel %s for saga %s order %s, the shipment is saga %s order %s",
+			ErrContradiction, c.Key, c.SagaID, c.OrderID, s.SagaID, s.OrderID)
+	case s.Cancel.CommandID != "" && !s.InternalCancel && s.Cancel.Key != c.Key:
+		return fmt.Errorf("%w: cancel %s of a shipment already cancelled under %s", ErrContradiction, c.Key, s.Cancel.Key)
+	}
+	return nil
 }

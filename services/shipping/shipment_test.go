@@ -1,6 +1,7 @@
 package shipping_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -211,4 +212,42 @@ func TestAnOrchestratorCancelTakesOverOurVoiding(t *testing.T) {
 		t.Fatalf("compensation did not take over: %+v", s)
 	}
 	want(t, "not found", s.NeverCreated(), cn, ok, "")
+}
+
+func TestCommandsThatContradictTheKeysShipmentAreRefused(t *testing.T) {
+	s := shipping.NewShipment(create("c1"), t0, budget)
+	if err := s.CheckCreate(create("c2")); err != nil {
+		t.Fatalf("a repeat was refused: %v", err)
+	}
+	other := create("c3")
+	other.SagaID = "s2"
+	otherParcel := create("c4")
+	otherParcel.Parcel.Items = []shipping.Item{{SKU: "X", Quantity: 1}}
+	otherStep := create("c5")
+	otherStep.Step = "ship_again"
+	for _, c := range []shipping.CreateCommand{other, otherParcel, otherStep} {
+		if err := s.CheckCreate(c); !errors.Is(err, shipping.ErrContradiction) {
+			t.Errorf("create %+v: %v", c, err)
+		}
+	}
+	if err := s.CheckCancel(cancel("x1")); err != nil {
+		t.Fatalf("the compensation was refused: %v", err)
+	}
+	wrongOrder := cancel("x2")
+	wrongOrder.OrderID = "o2"
+	if err := s.CheckCancel(wrongOrder); !errors.Is(err, shipping.ErrContradiction) {
+		t.Errorf("cancel for another order: %v", err)
+	}
+	s.OnCancel(cancel("x1"), t0, budget)
+	otherKey := cancel("x3")
+	otherKey.Key = "s1:something_else"
+	if err := s.CheckCancel(otherKey); !errors.Is(err, shipping.ErrContradiction) {
+		t.Errorf("cancel under another key: %v", err)
+	}
+	// A cancellation that came first knows no parcel yet: any parcel of
+	// the same saga and order is its create.
+	first, _ := shipping.NewCancelledFirst(cancel("x1"))
+	if err := first.CheckCreate(create("c1")); err != nil {
+		t.Errorf("the create of a cancelled-first shipment was refused: %v", err)
+	}
 }

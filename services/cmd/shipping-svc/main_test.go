@@ -350,6 +350,30 @@ func TestShippingCommandsOnTheRealStack(t *testing.T) {
 		}
 	})
 
+	t.Run("ACommandContradictingItsKeyIsDeadLetteredAndChangesNothing", func(t *testing.T) {
+		saga := testkit.UniqueName(t, "s")
+		d.send(t, createCmd(saga, "10115"))
+		r := d.waitReplies(t, saga, 1)[0]
+		forged := createCmd(saga, "10117") // the same key, another address
+		id := d.send(t, forged)
+		testkit.Eventually(t, 30*time.Second, "the contradiction dead-lettered", func() error {
+			reasons := testkit.Strings(t, d.pool, `select error from dead_letters where event_id = $1`, id)
+			if len(reasons) != 1 {
+				return fmt.Errorf("%d dead letters", len(reasons))
+			}
+			if !strings.Contains(reasons[0], "contradicts") {
+				t.Fatalf("dead letter reason %q", reasons[0])
+			}
+			return nil
+		})
+		if got := d.replies(t, saga); len(got) != 1 || got[0] != r {
+			t.Fatalf("replies after the contradiction: %+v", got)
+		}
+		if sh := d.shipmentsOf(saga + ":create_shipment"); len(sh) != 1 || sh[0].Address.PostalCode != "10115" {
+			t.Fatalf("carrier shipments %+v", sh)
+		}
+	})
+
 	t.Run("ACancelBeforeItsCreateLeavesNothingToShip", func(t *testing.T) {
 		saga := testkit.UniqueName(t, "s")
 		cid := d.send(t, cancelCmd(saga))

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/pgmigrate"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas/contract"
@@ -197,7 +198,9 @@ func Emit(out outbox.Emitter, replies []shipping.Reply) error {
 
 // ApplyCreate applies a create command in the consumer's transaction: a
 // new key stores the row (the worker calls the carrier after commit); a
-// known key gets what shipping.Shipment.OnCreate says.
+// known key gets what shipping.Shipment.OnCreate says. A command that
+// contradicts the key's shipment is a permanent error (dead-lettered with
+// its reason) and changes nothing.
 func ApplyCreate(ctx context.Context, tx pgx.Tx, out outbox.Emitter, c shipping.CreateCommand, now time.Time, budget time.Duration) error {
 	s := shipping.NewShipment(c, now, budget)
 	if _, created, err := insert(ctx, tx, &s, now); err != nil || created {
@@ -206,6 +209,9 @@ func ApplyCreate(ctx context.Context, tx pgx.Tx, out outbox.Emitter, c shipping.
 	row, err := lockByKey(ctx, tx, c.Key)
 	if err != nil {
 		return err
+	}
+	if err := row.CheckCreate(c); err != nil {
+		return idempotent.Permanent(err)
 	}
 	replies := row.OnCreate(c, now, budget)
 	if err := save(ctx, tx, row.ID, &row.Shipment, now, false); err != nil {
@@ -225,6 +231,9 @@ func ApplyCancel(ctx context.Context, tx pgx.Tx, out outbox.Emitter, c shipping.
 		row, err := lockByKey(ctx, tx, c.ShipmentKey)
 		if err != nil {
 			return err
+		}
+		if err := row.CheckCancel(c); err != nil {
+			return idempotent.Permanent(err)
 		}
 		replies = row.OnCancel(c, now, budget)
 		if err := save(ctx, tx, row.ID, &row.Shipment, now, false); err != nil {
