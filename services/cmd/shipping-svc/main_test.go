@@ -462,3 +462,31 @@ func TestACarrierDownForTheWholeBudgetIsARetryableFailureAndAResendBooksOnce(t *
 		t.Fatalf("carrier shipments %+v, reply %+v", sh, again)
 	}
 }
+
+// SIGTERM lets a carrier call in flight finish and records its outcome and
+// reply before the process exits: a label bought while stopping is not
+// left for the lookup of the next start.
+func TestSIGTERMRecordsTheCarrierCallInFlight(t *testing.T) {
+	d := newDeployment(t)
+	saga := testkit.UniqueName(t, "s")
+	d.setFaults(t, map[string]string{"latency": "800ms"})
+	before := d.sim.Stats().Requests
+	id := d.send(t, createCmd(saga, "10115"))
+	testkit.Eventually(t, 30*time.Second, "the create call in flight", func() error {
+		if d.sim.Stats().Requests == before {
+			return fmt.Errorf("no request yet")
+		}
+		return nil
+	})
+	if err := d.svc.Stop(syscall.SIGTERM, 10*time.Second); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	r := d.replies(t, saga)
+	if len(r) != 1 {
+		t.Fatalf("%d replies after a graceful stop", len(r))
+	}
+	wantReply(t, r[0], contract.SagaStepRepliedV1CommandTypeShippingCreateShipment, id, contract.SagaStepRepliedV1OutcomeSucceeded, "")
+	if sh := d.shipmentsOf(saga + ":create_shipment"); len(sh) != 1 || sh[0].ID != r[0].ShipmentID {
+		t.Fatalf("carrier %+v, reply %+v", sh, r[0])
+	}
+}
