@@ -251,3 +251,13 @@ func TestCommandsThatContradictTheKeysShipmentAreRefused(t *testing.T) {
 		t.Errorf("the create of a cancelled-first shipment was refused: %v", err)
 	}
 }
+
+func TestADeclineAnswersACancellationThatArrivedDuringTheCall(t *testing.T) {
+	s := shipping.NewShipment(create("c1"), t0, budget)
+	s.CreateCalls = 1
+	want(t, "cancel during the call", s.OnCancel(cancel("x1"), t0, budget))
+	want(t, "declined", s.Declined("undeliverable_address"), cr, no, "undeliverable_address", cn, ok, "")
+	if s.CancelStatus != shipping.CancelDone || shipping.Next(s.State(), t0) != shipping.Wait {
+		t.Fatalf("after the decline: %+v", s)
+	}
+}
