@@ -41,6 +41,7 @@ PACKAGES=(
 	services:payment/paymentprovider
 	services:order
 	services:inventory
+	services:shipping
 	schemas:compat
 	consumers:replay
 )
