@@ -1,7 +1,7 @@
 # Concord — the two commands you need: `make demo` and `make test`.
 # Every target that needs Kafka or PostgreSQL runs infra/local/up first (idempotent,
 # seconds when the stack already runs) and reads the addresses it wrote to
-# .local/stack.env. An already-set KAFKA_BROKERS / CONCORD_POSTGRES_URL wins.
+# .local/stack.env. An already-set CONCORD_KAFKA_BROKERS / CONCORD_POSTGRES_URL wins.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c

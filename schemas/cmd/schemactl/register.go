@@ -16,7 +16,7 @@ import (
 )
 
 func runRegister(args []string, stdout, stderr io.Writer) (int, error) {
-	fl := newFlags("register", stderr)
+	fl := newFlags("register", stdout)
 	dirFlag := addDirFlag(fl)
 	registry := fl.String("registry", os.Getenv("SCHEMA_REGISTRY_URL"), "schema registry URL (env SCHEMA_REGISTRY_URL)")
 	dryRun := fl.Bool("dry-run", false, "check compatibility and print the plan; register nothing")
