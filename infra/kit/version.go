@@ -29,8 +29,15 @@ type Build struct {
 // BuildInfo reads the binary's build: -X values win over the stamped
 // build information.
 func BuildInfo() Build {
+	info, ok := debug.ReadBuildInfo()
+	return buildOf(info, ok, version, revision, buildTime)
+}
+
+// buildOf decides what BuildInfo reports: the link-time values when set,
+// else the stamped build information.
+func buildOf(info *debug.BuildInfo, ok bool, version, revision, buildTime string) Build {
 	b := Build{Version: "devel", Revision: "unknown", Time: "unknown", GoVersion: runtime.Version()}
-	if info, ok := debug.ReadBuildInfo(); ok {
+	if ok {
 		if v := info.Main.Version; v != "" && v != "(devel)" {
 			b.Version = v
 		}

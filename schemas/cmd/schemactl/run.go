@@ -80,7 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
 		fmt.Fprint(stdout, usage)
-		fmt.Fprint(stdout, "\nCommands (run \"schemactl COMMAND --help\" for its flags):\n"+commands)
+		fmt.Fprint(stdout, "\nCommands (run \"schemactl COMMAND --help\" for its flags):\n"+commands+
+			"\nFlags:\n  --version\n        print the version, commit and build time, then exit\n  --help\n        print this help, then exit\n")
 		return exitOK
 	case "--version", "-version":
 		fmt.Fprintln(stdout, kit.VersionLine("schemactl"))
