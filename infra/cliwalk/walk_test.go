@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,21 +36,49 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// buildAll builds every */cmd/*/main.go of every module into one directory
-// and returns the binaries' paths by name.
+// mains finds every main package of the repository: each directory
+// whose main.go says package main (binaries under cmd/, the test helpers
+// under internal/, the examples), by module.
+func mains(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	byModule := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "bin" || n == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Name() != "main.go" {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !regexp.MustCompile(`(?m)^package main$`).Match(src) {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		module, pkg, _ := strings.Cut(rel, string(filepath.Separator))
+		byModule[module] = append(byModule[module], "./"+pkg)
+		return nil
+	})
+	if err != nil || len(byModule) == 0 {
+		t.Fatalf("no main packages found under %s: %v", root, err)
+	}
+	return byModule
+}
+
+// buildAll builds every main package into one directory and returns the
+// binaries' paths by name.
 func buildAll(t *testing.T) map[string]string {
 	t.Helper()
 	root := repoRoot(t)
-	mains, err := filepath.Glob(filepath.Join(root, "*", "cmd", "*", "main.go"))
-	if err != nil || len(mains) == 0 {
-		t.Fatalf("no binaries found under %s: %v", root, err)
-	}
-	byModule := map[string][]string{}
-	for _, m := range mains {
-		rel, _ := filepath.Rel(root, filepath.Dir(m))
-		module, pkg, _ := strings.Cut(rel, string(filepath.Separator))
-		byModule[module] = append(byModule[module], "./"+pkg)
-	}
+	byModule := mains(t, root)
 	out := t.TempDir()
 	bins := map[string]string{}
 	for module, pkgs := range byModule {
