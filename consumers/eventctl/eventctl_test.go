@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/concordhq/concord/consumers/eventctl"
 	"github.com/concordhq/concord/infra/testkit"
@@ -368,5 +370,66 @@ func TestProduceRefusesAnInvalidEventNamingTheField(t *testing.T) {
 	out, err := run(t, k, "tail", "--from", "beginning", "--topic-prefix", prefix, "--type", "order.created")
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("after refused files the topic holds: %v %q", err, out)
+	}
+}
+
+// With --registry, the Avro schema id is the one the registry gave the
+// catalog's schema, found by content whatever the subject is called:
+// produce frames the value with it and tail reads it back.
+func TestRegistryGivesTheAvroSchemaIDs(t *testing.T) {
+	k := testkit.NewKafka(t)
+	cat := schemas.MustDefault()
+	reg := srfake.New()
+	defer reg.Close()
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Another schema first, so the catalog's id is not simply 1.
+	if _, err := cl.CreateSchema(ctx, "other-value", sr.Schema{Type: sr.TypeAvro, Schema: `{"type":"record","name":"Other","fields":[{"name":"x","type":"int"}]}`}); err != nil {
+		t.Fatal(err)
+	}
+	var ex example
+	for _, e := range examples(t, cat) {
+		if entry, _ := cat.Lookup(e.typ); entry.Encoding == schemas.EncodingAvro {
+			ex = e
+		}
+	}
+	avsc, err := fs.ReadFile(cat.Files(), fmt.Sprintf("events/%s/v%d.avsc", ex.typ, ex.version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := cl.CreateSchema(ctx, "any-subject-name", sr.Schema{Type: sr.TypeAvro, Schema: string(avsc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := catalogTopics(t, k, cat)
+	file := filepath.Join(t.TempDir(), "event.json")
+	if err := os.WriteFile(file, ex.body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, k, "produce", file, "--topic-prefix", prefix, "--registry", reg.URL()); err != nil {
+		t.Fatalf("produce: %v\n%s", err, out)
+	}
+	entry, _ := cat.Lookup(ex.typ)
+	raw := k.Client(t, kgo.ConsumeTopics(prefix+entry.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	fetches := raw.PollRecords(ctx, 1)
+	if fetches.NumRecords() != 1 {
+		t.Fatalf("no record: %v", fetches.Errors())
+	}
+	v := fetches.Records()[0].Value
+	if got := int(v[1])<<24 | int(v[2])<<16 | int(v[3])<<8 | int(v[4]); v[0] != 0 || got != ss.ID {
+		t.Fatalf("framed with id %d (magic %d), the registry's is %d", got, v[0], ss.ID)
+	}
+	out, err := run(t, k, "tail", "--topic", prefix+entry.Topic, "--from", "beginning", "--registry", reg.URL())
+	if err != nil || !strings.Contains(out, fmt.Sprintf(" %s v%d %s ", ex.typ, ex.version, ex.id)) {
+		t.Fatalf("tail with --registry: %v\n%s", err, out)
+	}
+	// Without the registry the same record is an error line naming the id.
+	out, err = run(t, k, "tail", "--topic", prefix+entry.Topic, "--from", "beginning")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("ERROR decode Avro: unknown schema id %d", ss.ID)) {
+		t.Fatalf("tail without ids: %v\n%s", err, out)
 	}
 }
