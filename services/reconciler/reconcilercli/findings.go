@@ -49,7 +49,7 @@ func finding(ctx context.Context, sub string, args []string, out io.Writer) erro
 	case "resolve":
 		c.fs.SetUsage("reconciler findings resolve ID --note NOTE [flags]")
 		note = c.fs.String("note", "", "", "what was done about it (required)")
-		by = c.fs.String("by", "", cmp.Or(os.Getenv("USER"), "operator"), "who resolves it (default: $USER)")
+		by = c.fs.String("by", "", cmp.Or(os.Getenv("USER"), "operator"), "who resolves it (default: $USER, else operator)")
 	}
 	if err := c.fs.Parse(args); err != nil {
 		return err
