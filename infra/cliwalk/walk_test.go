@@ -240,6 +240,10 @@ func walk(t *testing.T, bin, name string, path []string) int {
 		}
 		return 1
 	}
+	r = run(t, bin, at("no-such-command")...)
+	if r.code != 2 || !strings.Contains(r.stderr, "no-such-command") {
+		t.Errorf("%s no-such-command: exit %d %q, want 2 naming it", where, r.code, r.stderr)
+	}
 	n := 1
 	for _, c := range h.commands {
 		n += walk(t, bin, name, at(c))
