@@ -1,7 +1,7 @@
 # Concord — the two commands you need: `make demo` and `make test`.
 # Every target that needs Kafka or PostgreSQL runs infra/local/up first (idempotent,
 # seconds when the stack already runs) and reads the addresses it wrote to
-# .local/stack.env. An already-set KAFKA_BROKERS / CONCORD_POSTGRES_URL wins.
+# .local/stack.env. An already-set CONCORD_KAFKA_BROKERS / CONCORD_POSTGRES_URL wins.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -22,6 +22,14 @@ FUZZ_TARGETS := \
 FUZZ_TIME ?= 2m
 FUZZ_PARALLEL ?= 1
 BIN := $(CURDIR)/bin
+# --version and concord_build_info of every binary: the nearest tag (or the
+# commit), the commit and the build time. Go stamps the commit by itself;
+# these make a release build say its version too.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_TIME ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+KIT := github.com/concordhq/concord/infra/kit
+LDFLAGS := -X $(KIT).version=$(VERSION) -X $(KIT).revision=$(REVISION) -X $(KIT).buildTime=$(BUILD_TIME)
 # Loads the stack's addresses into the recipe's environment.
 STACK := set -a; . $(CURDIR)/.local/stack.env; set +a;
 
@@ -34,7 +42,7 @@ build: ## build every binary into ./bin
 	@mkdir -p $(BIN)
 	@for m in $(MODULES); do \
 	  (cd $$m && for d in $$(find . -path '*/cmd/*' -name main.go -exec dirname {} \; | sort); do \
-	    go build -o $(BIN)/$$(basename $$d) $$d || exit 1; done) || exit 1; \
+	    go build -ldflags "$(LDFLAGS)" -o $(BIN)/$$(basename $$d) $$d || exit 1; done) || exit 1; \
 	done
 	@ls $(BIN)
 

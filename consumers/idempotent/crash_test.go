@@ -41,7 +41,7 @@ func TestKill9BetweenDBCommitAndOffsetCommitAppliesOnce(t *testing.T) {
 	produce(t, cl, recs...)
 
 	crash := proc.Start(t, proc.Command{Name: "crashconsumer", Path: bin, Log: filepath.Join(t.TempDir(), "crashconsumer.log"),
-		Env: []string{"DATABASE_URL=" + dbURL, "GROUP=" + group, "TOPIC=" + topic, "KAFKA_BROKERS=" + k.Brokers[0], "CRASH_AFTER_DB_COMMIT=1"}})
+		Env: []string{"CONCORD_DATABASE_URL=" + dbURL, "CONCORD_GROUP=" + group, "CONCORD_TOPIC=" + topic, "CONCORD_KAFKA_BROKERS=" + k.Brokers[0], "CONCORD_CRASH_AFTER_DB_COMMIT=true"}})
 	select {
 	case <-crash.Exited():
 		if !crash.KilledBy(syscall.SIGKILL) {

@@ -12,15 +12,15 @@
 //
 // It needs a PostgreSQL database it may create tables in and a Kafka broker:
 //
-//	DATABASE_URL=postgres://… KAFKA_BROKERS=127.0.0.1:19092 go run ./roundtrip
+//	go run ./roundtrip --database-url postgres://… --kafka-brokers 127.0.0.1:19092
+//
+// (or CONCORD_DATABASE_URL and CONCORD_KAFKA_BROKERS).
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,13 +37,20 @@ import (
 )
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	name := fmt.Sprintf("roundtrip-%d.", time.Now().UnixNano())
-	if err := Run(ctx, os.Getenv("DATABASE_URL"), strings.Split(os.Getenv("KAFKA_BROKERS"), ","), name); err != nil {
-		fmt.Fprintln(os.Stderr, "roundtrip:", err)
-		os.Exit(1)
-	}
+	kit.Main("roundtrip", func(ctx context.Context, args []string) error {
+		fs := kit.NewFlagSet("roundtrip", "roundtrip: the outbox and the idempotent consumer in one page (append, relay, consume once, redeliver).")
+		kf := kit.AddKafkaFlags(fs)
+		dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL database it may create tables in (required)")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if err := kit.Require("database-url", *dbURL); err != nil {
+			return kit.UsageError{Err: err}
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		return Run(ctx, *dbURL, kf.Config().Brokers, fmt.Sprintf("roundtrip-%d.", time.Now().UnixNano()))
+	})
 }
 
 // Run does the four steps against the database at dbURL and the brokers,

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +15,13 @@ import (
 )
 
 func TestFlagsFallBackToEnvironmentAndFlagsWin(t *testing.T) {
-	t.Setenv("TEST_BROKERS", "env:9092")
-	t.Setenv("TEST_BATCH", "7")
+	t.Setenv("CONCORD_BROKERS", "env:9092")
+	t.Setenv("CONCORD_BATCH", "7")
 	fs := kit.NewFlagSet("x", "test")
 	fs.SetOutput(io.Discard)
-	brokers := fs.String("brokers", "TEST_BROKERS", "default:9092", "")
-	batch := fs.Int("batch", "TEST_BATCH", 1, "")
-	wait := fs.Duration("wait", "TEST_WAIT_UNSET", time.Second, "")
+	brokers := fs.String("brokers", "", "default:9092", "")
+	batch := fs.Int("batch", "", 1, "")
+	wait := fs.Duration("wait", "", time.Second, "")
 	if err := fs.Parse([]string{"--batch", "9"}); err != nil {
 		t.Fatal(err)
 	}
@@ -29,14 +30,119 @@ func TestFlagsFallBackToEnvironmentAndFlagsWin(t *testing.T) {
 	}
 }
 
-func TestMalformedEnvironmentValueIsNamed(t *testing.T) {
-	t.Setenv("TEST_BATCH", "many")
+// An older variable name still works, with a warning naming the new one;
+// the new name wins when both are set.
+func TestLegacyEnvironmentNamesWarnAndLose(t *testing.T) {
+	t.Setenv("TEST_OLD_ADDR", "old:1")
 	fs := kit.NewFlagSet("x", "test")
-	fs.SetOutput(io.Discard)
-	fs.Int("batch", "TEST_BATCH", 1, "")
-	err := fs.Parse(nil)
-	if err == nil || !strings.Contains(err.Error(), "TEST_BATCH") || !errors.As(err, new(kit.UsageError)) {
-		t.Fatalf("got %v, want a usage error naming TEST_BATCH", err)
+	var warn strings.Builder
+	fs.SetWarnings(&warn)
+	addr := fs.String("listen-addr", "TEST_OLD_ADDR", ":1", "")
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if *addr != "old:1" || !strings.Contains(warn.String(), "TEST_OLD_ADDR is deprecated, use CONCORD_LISTEN_ADDR") {
+		t.Fatalf("addr=%q warning %q", *addr, warn.String())
+	}
+	if n := strings.Count(warn.String(), "\n"); n != 1 {
+		t.Fatalf("%d warning lines, want 1: %q", n, warn.String())
+	}
+
+	t.Setenv("CONCORD_LISTEN_ADDR", "new:2")
+	fs = kit.NewFlagSet("x", "test")
+	warn.Reset()
+	fs.SetWarnings(&warn)
+	addr = fs.String("listen-addr", "TEST_OLD_ADDR", ":1", "")
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if *addr != "new:2" || !strings.Contains(warn.String(), "TEST_OLD_ADDR is deprecated and ignored") {
+		t.Fatalf("addr=%q warning %q, want the new name to win", *addr, warn.String())
+	}
+}
+
+// Flags may follow positional arguments; "--" ends the flags; StopAtArg
+// leaves everything after the verb to the verb.
+func TestFlagsBeforeOrAfterArguments(t *testing.T) {
+	fs := kit.NewFlagSet("x", "test")
+	mode := fs.String("mode", "", "BACKWARD", "")
+	n := fs.Int("n", "", 0, "")
+	if err := fs.Parse([]string{"old.json", "--mode", "FULL", "new.json", "-n", "3", "--", "--not-a-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	if *mode != "FULL" || *n != 3 || strings.Join(fs.Args(), " ") != "old.json new.json --not-a-flag" {
+		t.Fatalf("mode=%q n=%d args=%q", *mode, *n, fs.Args())
+	}
+
+	fs = kit.NewFlagSet("x", "test")
+	fs.StopAtArg = true
+	fs.Bool("v", "", false, "")
+	if err := fs.Parse([]string{"-v", "outbox", "retry", "--reason", "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(fs.Args(), " ") != "outbox retry --reason r" {
+		t.Fatalf("args=%q, want everything from the verb on", fs.Args())
+	}
+}
+
+// A deprecated flag name sets the new flag, warns, and is not listed.
+func TestFlagAliasIsHiddenAndWarns(t *testing.T) {
+	fs := kit.NewFlagSet("x", "test")
+	var out, warn strings.Builder
+	fs.SetOutput(&out)
+	fs.SetWarnings(&warn)
+	addr := fs.String("http-addr", "", ":1", "listen address")
+	fs.Alias("addr", "http-addr")
+	if err := fs.Parse([]string{"--addr", ":2"}); err != nil {
+		t.Fatal(err)
+	}
+	if *addr != ":2" || !strings.Contains(warn.String(), "--addr is deprecated, use --http-addr") {
+		t.Fatalf("addr=%q warning %q", *addr, warn.String())
+	}
+	fs.PrintHelp()
+	if strings.Contains(out.String(), "--addr ") || !strings.Contains(out.String(), "--http-addr") {
+		t.Fatalf("help:\n%s", out.String())
+	}
+}
+
+// --help lists every flag the set defines with its variable, and the
+// commands added.
+func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
+	fs := kit.NewFlagSet("x", "test")
+	var out strings.Builder
+	fs.SetOutput(&out)
+	kit.AddKafkaFlags(fs)
+	kit.AddLogFlags(fs)
+	var raw string
+	fs.StringVar(&raw, "plain-stdlib", "", "defined through the embedded flag.FlagSet")
+	fs.AddCommand("outbox", "look at parked rows")
+	if err := fs.Parse([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("got %v, want flag.ErrHelp", err)
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		want := "  --" + f.Name
+		if f.Name != "version" {
+			want = "[" + kit.EnvName(f.Name)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	})
+	if !strings.Contains(out.String(), "\n  outbox  look at parked rows\n") {
+		t.Errorf("--help lacks the command:\n%s", out.String())
+	}
+}
+
+func TestVersionPrintsTheBuild(t *testing.T) {
+	fs := kit.NewFlagSet("x", "test")
+	var out strings.Builder
+	fs.SetOutput(&out)
+	if err := fs.Parse([]string{"arg", "--version"}); !errors.Is(err, kit.ErrVersion) {
+		t.Fatalf("got %v, want ErrVersion", err)
+	}
+	b := kit.BuildInfo()
+	if !strings.HasPrefix(out.String(), "x "+b.Version+" (commit "+b.Revision) || !strings.Contains(out.String(), b.GoVersion) {
+		t.Fatalf("--version printed %q", out.String())
 	}
 }
 
@@ -54,21 +160,6 @@ func TestParseErrorsAreUsageErrorsAndHelpIsNot(t *testing.T) {
 	}
 	if err := fs.Parse([]string{"--help"}); !errors.Is(err, flag.ErrHelp) || errors.As(err, new(kit.UsageError)) {
 		t.Fatalf("--help: %v, want flag.ErrHelp alone", err)
-	}
-}
-
-func TestHelpListsEnvironmentVariables(t *testing.T) {
-	fs := kit.NewFlagSet("relay", "Publishes the outbox.")
-	var out strings.Builder
-	fs.SetOutput(&out)
-	kit.AddKafkaFlags(fs)
-	if err := fs.Parse([]string{"--help"}); !errors.Is(err, flagErrHelp()) {
-		t.Fatalf("got %v, want flag.ErrHelp", err)
-	}
-	for _, want := range []string{"Publishes the outbox.", "-kafka-brokers", "[KAFKA_BROKERS]", "[KAFKA_SASL_MECHANISM]"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("--help lacks %q:\n%s", want, out.String())
-		}
 	}
 }
 
@@ -115,7 +206,8 @@ func TestOpsServerHealthReadinessAndMetrics(t *testing.T) {
 	if code, _ := get("/readyz"); code != 200 {
 		t.Fatalf("/readyz %d after recovery", code)
 	}
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") ||
+		!strings.Contains(body, `concord_build_info{goversion="`+runtime.Version()+`"`) {
 		t.Fatalf("/metrics %d", code)
 	}
 	cancel()

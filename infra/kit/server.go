@@ -49,7 +49,7 @@ type OpsServer struct {
 }
 
 // NewOpsServer listens on addr (":0" picks a free port) and registers the
-// process and Go collectors. Checks run in order on /readyz.
+// process and Go collectors and concord_build_info. Checks run in order on /readyz.
 func NewOpsServer(addr string, checks ...ReadyFunc) (*OpsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -57,6 +57,7 @@ func NewOpsServer(addr string, checks ...ReadyFunc) (*OpsServer, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	RegisterBuildInfo(reg)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

@@ -17,13 +17,15 @@ func SignalContext() (context.Context, context.CancelFunc) {
 }
 
 // Main runs a binary's body and turns its error into the exit convention:
-// 0 on success or --help, 2 on bad usage, 1 with a one-line reason otherwise.
+// 0 on success, --help or --version, 2 on bad usage (a flag, argument or
+// environment value), 1 with a one-line reason otherwise — an unreachable
+// broker, database or registry included.
 func Main(name string, run func(ctx context.Context, args []string) error) {
 	ctx, cancel := SignalContext()
 	err := run(ctx, os.Args[1:])
 	cancel()
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, ErrVersion):
 		os.Exit(0)
 	case errors.As(err, new(UsageError)):
 		fmt.Fprintf(os.Stderr, "%s: %v (see --help)\n", name, err)

@@ -1,9 +1,9 @@
 // Package testkit gives integration tests the real infrastructure:
 //
-//   - Kafka: KAFKA_BROKERS when set (make test sets it to the local broker);
+//   - Kafka: CONCORD_KAFKA_BROKERS (or the older KAFKA_BROKERS) when set (make test sets it to the local broker);
 //     else a testcontainers Kafka where a Docker engine answers; else franz-go's
 //     in-process kfake, announced in the test log. With CI=true and no
-//     KAFKA_BROKERS it fails instead of falling back: a fake is never CI's proof.
+//     CONCORD_KAFKA_BROKERS it fails instead of falling back: a fake is never CI's proof.
 //   - PostgreSQL: a fresh database per test on CONCORD_POSTGRES_URL, dropped
 //     when the test ends.
 //   - Private instances (PrivateKafka, PrivatePostgres) on free ports for tests

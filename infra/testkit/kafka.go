@@ -40,7 +40,7 @@ func KafkaFromEnv(ci bool, brokers string, dockerUp func() bool) (kind string, r
 	case strings.TrimSpace(brokers) != "":
 		return "env", ""
 	case ci:
-		return "", "CI=true but KAFKA_BROKERS is not set: integration tests need the real broker (run `make test`, which starts it); refusing to fall back to kfake"
+		return "", "CI=true but CONCORD_KAFKA_BROKERS is not set: integration tests need the real broker (run `make test`, which starts it); refusing to fall back to kfake"
 	case dockerUp():
 		return "testcontainers", ""
 	default:
@@ -48,18 +48,26 @@ func KafkaFromEnv(ci bool, brokers string, dockerUp func() bool) (kind string, r
 	}
 }
 
+// BrokersFromEnv is CONCORD_KAFKA_BROKERS, else the older KAFKA_BROKERS.
+func BrokersFromEnv() string {
+	if v := os.Getenv("CONCORD_KAFKA_BROKERS"); v != "" {
+		return v
+	}
+	return os.Getenv("KAFKA_BROKERS")
+}
+
 // NewKafka returns the shared cluster for this test binary.
 func NewKafka(t testing.TB) *Kafka {
 	t.Helper()
 	sharedOnce.Do(func() {
-		kind, refuse := KafkaFromEnv(InCI(), os.Getenv("KAFKA_BROKERS"), dockerRunning)
+		kind, refuse := KafkaFromEnv(InCI(), BrokersFromEnv(), dockerRunning)
 		if refuse != "" {
 			sharedErr = refuse
 			return
 		}
 		switch kind {
 		case "env":
-			sharedKafka = &Kafka{Brokers: splitList(os.Getenv("KAFKA_BROKERS")), Kind: kind}
+			sharedKafka = &Kafka{Brokers: splitList(BrokersFromEnv()), Kind: kind}
 		case "testcontainers":
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
@@ -87,7 +95,7 @@ func NewKafka(t testing.TB) *Kafka {
 		t.Fatal(sharedErr)
 	}
 	if sharedKafka.Kind == "kfake" {
-		t.Log("testkit: no KAFKA_BROKERS and no Docker: using franz-go's in-process kfake, not a real broker")
+		t.Log("testkit: no CONCORD_KAFKA_BROKERS and no Docker: using franz-go's in-process kfake, not a real broker")
 	}
 	return sharedKafka
 }

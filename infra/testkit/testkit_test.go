@@ -33,8 +33,8 @@ func TestKafkaChoiceRefusesKfakeUnderCI(t *testing.T) {
 	for _, c := range cases {
 		kind, refuse := testkit.KafkaFromEnv(c.ci, c.brokers, c.docker)
 		if c.wantRefus {
-			if refuse == "" || !strings.Contains(refuse, "KAFKA_BROKERS") {
-				t.Errorf("ci=%v brokers=%q: got kind %q, want a refusal naming KAFKA_BROKERS", c.ci, c.brokers, kind)
+			if refuse == "" || !strings.Contains(refuse, "CONCORD_KAFKA_BROKERS") {
+				t.Errorf("ci=%v brokers=%q: got kind %q, want a refusal naming CONCORD_KAFKA_BROKERS", c.ci, c.brokers, kind)
 			}
 			continue
 		}

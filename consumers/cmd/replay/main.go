@@ -46,7 +46,8 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := kit.NewFlagSet("replay", "replay resets a consumer group's offsets so its records are delivered again; dry-run unless --execute.\n"+
 		"The idempotent consumers skip what they already applied; --reprocess makes their handlers run again.\n"+
 		"Sub-command: replay dlq --help")
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout)
+	fs.AddCommand("dlq", "re-publish a group's dead-lettered records to their original topics")
 	kf := kit.AddKafkaFlags(fs)
 	group := fs.String("group", "", "", "consumer group to reset (its consumers must be stopped)")
 	var topics topicList
@@ -213,7 +214,7 @@ func printPlan(w io.Writer, plan replay.Plan) {
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := kit.NewFlagSet("replay dlq", "replay dlq re-publishes a group's dead-lettered records to their original topics (after a fix); dry-run unless --execute.")
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout)
 	kf := kit.AddKafkaFlags(fs)
 	group := fs.String("group", "", "", "consumer group whose dead letters to replay")
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "the consumers' database (dead_letters)")

@@ -1,6 +1,6 @@
 // Command crashconsumer is the consumer process the idempotent package's
 // crash tests start and kill. It applies order events with a handler that
-// inserts one effects row per application. With CRASH_AFTER_DB_COMMIT=1 it
+// inserts one effects row per application. With --crash-after-db-commit it
 // SIGKILLs itself right after its first batch's database commit and before
 // that batch's offsets are marked for commit: the window in which a real
 // process dying leaves an effect committed and its offset not.
@@ -26,23 +26,35 @@ func main() {
 	kit.Main("crashconsumer", run)
 }
 
-func run(ctx context.Context, _ []string) error {
-	pool, err := kit.NewPool(ctx, os.Getenv("DATABASE_URL"))
+func run(ctx context.Context, args []string) error {
+	fs := kit.NewFlagSet("crashconsumer", "crashconsumer applies order events once each (an effects row per application); the idempotent package's crash tests start and kill it.")
+	kf := kit.AddKafkaFlags(fs)
+	dbURL := fs.String("database-url", "DATABASE_URL", "", "database of the dedupe and effects rows (required)")
+	group := fs.String("group", "GROUP", "", "consumer group (required)")
+	topic := fs.String("topic", "TOPIC", "", "topic to consume (required)")
+	crash := fs.Bool("crash-after-db-commit", "CRASH_AFTER_DB_COMMIT", false, "SIGKILL itself after the first batch's database commit, before its offsets are committed")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := kit.Require("database-url", *dbURL, "group", *group, "topic", *topic); err != nil {
+		return kit.UsageError{Err: err}
+	}
+	pool, err := kit.NewPool(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	cfg := idempotent.Config{
-		Group:   os.Getenv("GROUP"),
-		Topics:  []string{os.Getenv("TOPIC")},
+		Group:   *group,
+		Topics:  []string{*topic},
 		Pool:    pool,
-		Kafka:   kit.KafkaConfig{Brokers: kit.SplitBrokers(os.Getenv("KAFKA_BROKERS"))},
+		Kafka:   kf.Config(),
 		Handler: insertEffect,
 		// A killed member holds its partitions until its session expires;
 		// keep that short so the restarted consumer takes over quickly.
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second)},
 	}
-	if os.Getenv("CRASH_AFTER_DB_COMMIT") == "1" {
+	if *crash {
 		cfg.AfterDBCommit = func(topic string, partition int32, last int64) {
 			fmt.Fprintf(os.Stderr, "crashconsumer: committed %s/%d through %d; SIGKILL before the offset commit\n", topic, partition, last)
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

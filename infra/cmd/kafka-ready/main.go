@@ -5,32 +5,41 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
-	"github.com/concordhq/concord/infra/kit"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/concordhq/concord/infra/kit"
 )
 
-func main() {
-	brokers := flag.String("brokers", "127.0.0.1:19092", "comma-separated bootstrap brokers")
-	timeout := flag.Duration("timeout", 5*time.Second, "how long to wait for an answer")
-	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+func main() { kit.Main("kafka-ready", run) }
+
+func run(ctx context.Context, args []string) error {
+	fs := kit.NewFlagSet("kafka-ready", "kafka-ready exits 0 once the Kafka cluster answers a metadata request, 1 if it does not within --timeout.")
+	kf := kit.AddKafkaFlags(fs)
+	// Older scripts pass -brokers.
+	fs.Alias("brokers", "kafka-brokers")
+	timeout := fs.Duration("timeout", "", 5*time.Second, "how long to wait for an answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return kit.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kit.SplitBrokers(*brokers)...))
+	cfg := kf.Config()
+	cl, err := kit.NewKafkaClient(ctx, cfg, nil)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kafka-ready:", err)
-		os.Exit(1)
+		return err
 	}
 	defer cl.Close()
 	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
 	if err != nil || len(md.Brokers) == 0 {
-		fmt.Fprintf(os.Stderr, "kafka-ready: %s: no metadata: %v\n", *brokers, err)
-		os.Exit(1)
+		return fmt.Errorf("%s: no metadata: %v", *kf.Brokers, err)
 	}
-	fmt.Printf("kafka ready: %d broker(s), controller %d\n", len(md.Brokers), md.Controller)
+	fmt.Fprintf(os.Stdout, "kafka ready: %d broker(s), controller %d\n", len(md.Brokers), md.Controller)
+	return nil
 }

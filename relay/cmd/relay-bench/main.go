@@ -58,6 +58,9 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return kit.Usagef("unexpected argument %q", fs.Arg(0))
+	}
 	if err := kit.Require("postgres-url", *admin); err != nil {
 		return kit.UsageError{Err: err}
 	}

@@ -10,8 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -48,6 +46,7 @@ func run(ctx context.Context, args []string) error {
 		return runOutbox(ctx, args[1:], os.Stdout)
 	}
 	fs := kit.NewFlagSet("relay", summary)
+	fs.AddCommand("outbox", "parked | retry ID | skip ID --reason R: look at and release parked outbox rows")
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL URL of the service database holding the outbox (required)")
 	kf := kit.AddKafkaFlags(fs)
 	lf := kit.AddLogFlags(fs)
@@ -177,29 +176,38 @@ func catalogTopics() []string {
 
 // runOutbox is `relay outbox parked|retry ID|skip ID --reason R`.
 func runOutbox(ctx context.Context, args []string, out io.Writer) error {
-	const usage = "relay outbox parked | retry ID | skip ID --reason R"
-	if len(args) == 0 {
-		return kit.Usagef("missing command: %s", usage)
+	fs := kit.NewFlagSet("relay outbox", "relay outbox — look at and release parked outbox rows.")
+	fs.SetOutput(out)
+	cmd := func(name string) func(context.Context, []string) error {
+		return func(ctx context.Context, args []string) error { return outboxCommand(ctx, name, args, out) }
 	}
-	cmd, rest := args[0], args[1:]
-	fs := kit.NewFlagSet("relay outbox "+cmd, "relay outbox — look at and release parked outbox rows\n\n  "+usage)
+	return fs.Dispatch(ctx, args, []kit.Command{
+		{Name: "parked", Summary: "list parked rows and how many rows wait behind each", Run: cmd("parked")},
+		{Name: "retry", Summary: "retry ID: retry a parked row (attempts start from zero)", Run: cmd("retry")},
+		{Name: "skip", Summary: "skip ID --reason R: never publish a parked row; the rows behind it go", Run: cmd("skip")},
+	})
+}
+
+// outboxCommand runs one outbox subcommand; the row id may come before or
+// after the flags.
+func outboxCommand(ctx context.Context, cmd string, args []string, out io.Writer) error {
+	fs := kit.NewFlagSet("relay outbox "+cmd, "relay outbox "+cmd+" — look at and release parked outbox rows.")
+	fs.SetOutput(out)
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "PostgreSQL URL of the service database holding the outbox (required)")
-	reason := fs.String("reason", "", "", "why the row is skipped (required by skip; stored with the row)")
-	// Accept the ID before or after the flags.
-	var pos []string
-	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return kit.UsageError{Err: err}
-		}
-		rest = fs.Args()
-		if len(rest) > 0 {
-			pos = append(pos, rest[0])
-			rest = rest[1:]
-		}
+	var reason *string
+	switch cmd {
+	case "parked":
+		fs.SetUsage("relay outbox parked [flags]")
+	case "retry":
+		fs.SetUsage("relay outbox retry ID [flags]")
+	case "skip":
+		fs.SetUsage("relay outbox skip ID --reason R [flags]")
+		reason = fs.String("reason", "", "", "why the row is skipped (required; stored with the row)")
 	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pos := fs.Args()
 	if err := kit.Require("database-url", *dbURL); err != nil {
 		return kit.UsageError{Err: err}
 	}
@@ -220,8 +228,6 @@ func runOutbox(ctx context.Context, args []string, out io.Writer) error {
 		if cmd == "skip" && strings.TrimSpace(*reason) == "" {
 			return kit.Usagef("skip needs --reason")
 		}
-	default:
-		return kit.Usagef("unknown command %q: %s", cmd, usage)
 	}
 	pool, err := pgxpool.New(ctx, *dbURL)
 	if err != nil {

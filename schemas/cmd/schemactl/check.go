@@ -16,7 +16,7 @@ import (
 )
 
 func runCheck(args []string, stdout, stderr io.Writer) (int, error) {
-	fl := newFlags("check", stderr)
+	fl := newFlags("check", stdout)
 	dirFlag := addDirFlag(fl)
 	format := fl.String("format", "text", "output format: text, json or github")
 	base := fl.String("base", "\x00", "git revision to compare with; \"\" for none")

@@ -10,7 +10,7 @@ import (
 )
 
 func runDiff(args []string, stdout, stderr io.Writer) (int, error) {
-	fl := newFlags("diff", stderr)
+	fl := newFlags("diff", stdout)
 	modeFlag := fl.String("mode", "BACKWARD", "compatibility mode NEW must keep against OLD")
 	format := fl.String("format", "text", "output format: text, json or github")
 	if err := parse(fl, args); err != nil {

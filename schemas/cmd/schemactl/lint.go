@@ -20,7 +20,7 @@ import (
 )
 
 func runLint(args []string, stdout, stderr io.Writer) (int, error) {
-	fl := newFlags("lint", stderr)
+	fl := newFlags("lint", stdout)
 	dirFlag := addDirFlag(fl)
 	format := fl.String("format", "text", "output format: text, json or github")
 	if err := parse(fl, args); err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 func runRegister(args []string, stdout, stderr io.Writer) (int, error) {
-	fl := newFlags("register", stderr)
+	fl := newFlags("register", stdout)
 	dirFlag := addDirFlag(fl)
 	reg := addRegistryFlags(fl)
 	dryRun := fl.Bool("dry-run", false, "check compatibility and print the plan; register nothing")

@@ -7,12 +7,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/concordhq/concord/infra/kit"
 )
 
 // Exit codes.
 const (
 	exitOK           = 0
 	exitIncompatible = 1 // a problem was found: lint failure or incompatible change
+	exitFailure      = 1 // the work failed: an unreadable file, an unreachable registry
 	exitUsage        = 2 // bad flags, arguments or environment
 )
 
@@ -101,6 +104,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
 		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, "\nCommands (run \"schemactl COMMAND --help\" for its flags):\n"+commands+
+			"\nFlags:\n  --version\n        print the version, commit and build time, then exit\n  --help\n        print this help, then exit\n")
+		return exitOK
+	case "--version", "-version":
+		fmt.Fprintln(stdout, kit.VersionLine("schemactl"))
 		return exitOK
 	case "lint":
 		problems, err = runLint(args[1:], stdout, stderr)
@@ -121,14 +129,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	switch {
-	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, flag.ErrHelp), errors.Is(err, kit.ErrVersion):
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "schemactl: %v\nRun schemactl --help for usage.\n", err)
 		return exitUsage
 	case err != nil:
 		fmt.Fprintf(stderr, "schemactl: %v\n", err)
-		return exitUsage
+		return exitFailure
 	case problems > 0:
 		return exitIncompatible
 	}
@@ -137,17 +145,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // newFlags returns a flag set whose errors are returned, not printed and
 // exited on, and whose help is the command's.
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+func newFlags(name string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("schemactl "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.SetOutput(stdout)
 	return fs
 }
 
-// parse parses flags, turning flag errors into usage errors.
+// commands are listed by --help, one "  name  summary" line each.
+const commands = `  lint      check the schema tree
+  check     compare the tree with a git revision under each subject's mode
+  diff      list every change from OLD to NEW and judge it under --mode
+  register  push the subjects to a Confluent-compatible schema registry
+`
+
+// parse parses flags with the conventions of every Concord binary (flags
+// before or after arguments, CONCORD_ variables, --help, --version),
+// turning flag errors into usage errors.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	out := fs.Output()
+	k := kit.Adopt(fs, usage)
+	k.SetUsage(fs.Name() + " [flags] [arguments]")
+	k.SetOutput(out)
+	if err := k.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) || errors.Is(err, kit.ErrVersion) {
 			return err
 		}
 		return usageError{err}

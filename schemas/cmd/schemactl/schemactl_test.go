@@ -209,6 +209,10 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 			t.Errorf("%s: exit %d, want 2", name, code)
 		}
 	}
+	// The command line was fine; the work failed.
+	if code, _, _ := schemactl(t, "register", "--registry", "http://127.0.0.1:1", "--dir", f.dir); code != 1 {
+		t.Errorf("unreachable registry: exit %d, want 1", code)
+	}
 	code, out, _ := schemactl(t, "--help")
 	if code != 0 || !strings.Contains(out, "BACKWARD_TRANSITIVE") || !strings.Contains(out, "--base") {
 		t.Errorf("--help: exit %d\n%s", code, out)

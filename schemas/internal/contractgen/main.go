@@ -7,21 +7,27 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/schemas"
 )
 
 func main() {
-	out := flag.String("out", "contract_gen.go", "file to write")
-	check := flag.Bool("check", false, "compare with -out instead of writing it; exit 1 when stale")
-	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: contractgen [-check] [-out file]\n\nGenerates the typed event contract from schemas/events.")
-		flag.PrintDefaults()
+	fs := kit.NewFlagSet("contractgen", "contractgen generates the typed event contract (schemas/contract) from schemas/events.")
+	fs.SetUsage("contractgen [--check] [--out FILE]")
+	out := fs.String("out", "", "contract_gen.go", "file to write")
+	check := fs.Bool("check", "", false, "compare with --out instead of writing it; exit 1 when stale")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) || errors.Is(err, kit.ErrVersion) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "contractgen: %v (see --help)\n", err)
+		os.Exit(2)
 	}
-	flag.Parse()
 	cat, err := schemas.Default()
 	if err != nil {
 		fail(err)

@@ -4,10 +4,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"os"
 	"strings"
 	"time"
@@ -20,7 +17,8 @@ func main() { kit.Main("carrier-sim", run) }
 
 func run(ctx context.Context, args []string) error {
 	fs := kit.NewFlagSet("carrier-sim", "carrier-sim: a parcel carrier's label API (create, cancel, get, list by idempotency key) that misbehaves on purpose.")
-	addr := fs.String("addr", "CARRIERSIM_ADDR", "127.0.0.1:12112", "listen address (API, /healthz, /readyz, /metrics, /__admin/)")
+	addr := fs.String("http-addr", "CARRIERSIM_ADDR", "127.0.0.1:12112", "listen address (API, /healthz, /readyz, /metrics, /__admin/)")
+	fs.Alias("addr", "http-addr")
 	apiKey := fs.String("api-key", "CARRIERSIM_API_KEY", "", "bearer token every API request must carry; empty accepts any caller")
 	seed := fs.Int("seed", "CARRIERSIM_SEED", 1, "seed for every random decision (ids and faults): same seed, same requests, same run")
 	admin := fs.Bool("admin", "CARRIERSIM_ADMIN", false, "enable the unauthenticated /__admin/ API (faults, ship, stats)")
@@ -32,12 +30,7 @@ func run(ctx context.Context, args []string) error {
 		env := "CARRIERSIM_FAULT_" + strings.ToUpper(strings.ReplaceAll(k.Name, "-", "_"))
 		knobs[k.Name] = fs.String("fault-"+k.Name, env, k.Get(&defaults), "fault: "+k.Usage)
 	}
-	var help bytes.Buffer
-	fs.SetOutput(&help)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			_, _ = os.Stdout.Write(help.Bytes())
-		}
 		return err
 	}
 	faults := defaults

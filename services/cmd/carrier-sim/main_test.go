@@ -60,7 +60,7 @@ func TestHelpListsEveryKnob(t *testing.T) {
 func TestStopsCleanlyWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := run(ctx, []string{"--addr=127.0.0.1:0", "--admin"}); err != nil {
+	if err := run(ctx, []string{"--http-addr=127.0.0.1:0", "--admin"}); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 }

@@ -79,6 +79,9 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return kit.Usagef("unexpected argument %q", fs.Arg(0))
+	}
 	if err := kit.Require("postgres-url", *admin, "orders-database-url", *ordersDB, "inventory-database-url", *invDB,
 		"payments-database-url", *payDB); err != nil {
 		return kit.UsageError{Err: fmt.Errorf("%w (run it through `make demo`, which starts the stack and sets them)", err)}

@@ -19,13 +19,13 @@ import (
 func startReconciler(ctx context.Context, r *running, c config, port int) error {
 	r.recURL = fmt.Sprintf("http://127.0.0.1:%d", port)
 	p, err := start(c.binDir, c.logDir, "reconciler", []string{
-		"PAYMENTS_DATABASE_URL=" + c.dbURLs["payment-svc"], "PROVIDER_URL=" + r.sim, "PROVIDER_API_KEY=" + apiKey,
-		"CONCORD_TOPIC_PREFIX=" + c.prefix, "RECONCILER_ADDR=" + fmt.Sprintf("127.0.0.1:%d", port),
-		"RECONCILER_INTERVAL=" + c.reconcileEvery.String(), "RECONCILER_BACKOFF=" + c.reconcileEvery.String(),
-		"RECONCILER_GRACE=" + c.reconcileGrace.String(),
+		"CONCORD_DATABASE_URL=" + c.dbURLs["payment-svc"], "CONCORD_PROVIDER_URL=" + r.sim, "CONCORD_PROVIDER_API_KEY=" + apiKey,
+		"CONCORD_TOPIC_PREFIX=" + c.prefix, "CONCORD_HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", port),
+		"CONCORD_INTERVAL=" + c.reconcileEvery.String(), "CONCORD_BACKOFF=" + c.reconcileEvery.String(),
+		"CONCORD_GRACE=" + c.reconcileGrace.String(),
 		// The scheduled heal re-reads days of provider events; the scan
 		// alone finds what this run's faults leave behind.
-		"RECONCILER_HEAL_EVERY=0", "LOG_FORMAT=json",
+		"CONCORD_HEAL_EVERY=0", "CONCORD_LOG_FORMAT=json",
 	}, "run")
 	if err != nil {
 		return err

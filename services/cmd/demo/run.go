@@ -193,7 +193,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
 	r.sim, r.orderURL, r.invURL, r.payURL = url("provider-sim"), url("order-svc"), url("inventory-svc"), url("payment-svc")
 
-	simArgs := []string{"--addr", fmt.Sprintf("127.0.0.1:%d", ports["provider-sim"]), "--api-key", apiKey, "--admin",
+	simArgs := []string{"--http-addr", fmt.Sprintf("127.0.0.1:%d", ports["provider-sim"]), "--api-key", apiKey, "--admin",
 		"--rate-limit", "0", "--seed", fmt.Sprint(c.seed), "--webhook-url", r.payURL + "/webhooks/stripe",
 		"--webhook-events", strings.Join(paymentapi.Events, ","), "--webhook-concurrency", "16",
 		"--webhook-secret", webhookSecret, "--webhook-backoff", "500ms", "--webhook-max-backoff", "5s"}
@@ -212,18 +212,18 @@ func startAll(ctx context.Context, c config) (*running, error) {
 	}
 
 	common := func(name string) []string {
-		return []string{"CONCORD_TOPIC_PREFIX=" + c.prefix, "CONSUMER_GROUP=" + c.prefix + name,
-			"KAFKA_BROKERS=" + strings.Join(c.kafka.Brokers, ","), "HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", ports[name]),
-			"LOG_FORMAT=json"}
+		return []string{"CONCORD_TOPIC_PREFIX=" + c.prefix, "CONCORD_GROUP=" + c.prefix + name,
+			"CONCORD_KAFKA_BROKERS=" + strings.Join(c.kafka.Brokers, ","), "CONCORD_HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", ports[name]),
+			"CONCORD_LOG_FORMAT=json"}
 	}
 	specs := []struct {
 		name string
 		env  []string
 	}{
-		{"order-svc", []string{"ORDERS_DATABASE_URL=" + c.dbURLs["order-svc"], "ORDER_STUCK_AFTER=" + c.stuckAfter.String()}},
-		{"inventory-svc", []string{"INVENTORY_DATABASE_URL=" + c.dbURLs["inventory-svc"]}},
-		{"payment-svc", []string{"PAYMENTS_DATABASE_URL=" + c.dbURLs["payment-svc"], "PROVIDER_URL=" + r.sim,
-			"PROVIDER_API_KEY=" + apiKey, "WEBHOOK_SECRET=" + webhookSecret, "RECHECK_PENDING_AFTER=" + c.recheck.String()}},
+		{"order-svc", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["order-svc"], "CONCORD_STUCK_AFTER=" + c.stuckAfter.String()}},
+		{"inventory-svc", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["inventory-svc"]}},
+		{"payment-svc", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["payment-svc"], "CONCORD_PROVIDER_URL=" + r.sim,
+			"CONCORD_PROVIDER_API_KEY=" + apiKey, "CONCORD_WEBHOOK_SECRET=" + webhookSecret, "CONCORD_RECHECK_PENDING_AFTER=" + c.recheck.String()}},
 	}
 	for _, s := range specs {
 		p, err := start(c.binDir, c.logDir, s.name, append(common(s.name), s.env...))
@@ -324,7 +324,7 @@ func waitQuiet(ctx context.Context, r *running, timeout time.Duration) error {
 			return ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
-		if os.Getenv("DEMO_VERBOSE") != "" {
+		if os.Getenv("CONCORD_DEMO_VERBOSE") != "" || os.Getenv("DEMO_VERBOSE") != "" {
 			fmt.Println("    " + last)
 		}
 	}

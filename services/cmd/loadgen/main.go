@@ -25,6 +25,9 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return kit.Usagef("unexpected argument %q", fs.Arg(0))
+	}
 	if c.Orders < 1 || c.SKUs < 1 {
 		return kit.Usagef("--orders and --skus must be positive")
 	}

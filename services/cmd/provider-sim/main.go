@@ -3,10 +3,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -21,7 +18,8 @@ func main() { kit.Main("provider-sim", run) }
 
 func run(ctx context.Context, args []string) error {
 	fs := kit.NewFlagSet("provider-sim", "provider-sim: a Stripe-compatible payment provider (PaymentIntents, Refunds, Events, signed webhooks) that misbehaves on purpose.")
-	addr := fs.String("addr", "PROVIDERSIM_ADDR", "127.0.0.1:12111", "listen address (API, /healthz, /readyz, /metrics, /__admin/)")
+	addr := fs.String("http-addr", "PROVIDERSIM_ADDR", "127.0.0.1:12111", "listen address (API, /healthz, /readyz, /metrics, /__admin/)")
+	fs.Alias("addr", "http-addr")
 	apiKey := fs.String("api-key", "PROVIDERSIM_API_KEY", "", "the only secret key accepted; empty accepts any sk_test_… key")
 	seed := fs.Int("seed", "PROVIDERSIM_SEED", 1, "seed for every random decision (ids and faults): same seed, same requests, same run")
 	dataDir := fs.String("data-dir", "PROVIDERSIM_DATA_DIR", "", "directory for the state snapshot (state.json); empty keeps state in memory only")
@@ -48,15 +46,11 @@ func run(ctx context.Context, args []string) error {
 		env := "PROVIDERSIM_FAULT_" + strings.ToUpper(strings.ReplaceAll(k.Name, "-", "_"))
 		knobs[k.Name] = fs.String("fault-"+k.Name, env, k.Get(&defaults), "fault: "+k.Usage)
 	}
-	// Parse errors are reported in one line by kit.Main; the full usage
-	// is printed only for --help.
-	var help bytes.Buffer
-	fs.SetOutput(&help)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			_, _ = os.Stdout.Write(help.Bytes())
-		}
 		return err
+	}
+	if fs.NArg() > 0 {
+		return kit.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	faults := defaults
 	values := map[string]string{}

@@ -97,17 +97,17 @@ func newSaga(t *testing.T, o opts) *saga {
 
 	dbs := map[string]string{"order-svc": testkit.NewDatabase(t, admin), "inventory-svc": testkit.NewDatabase(t, admin), "payment-svc": testkit.NewDatabase(t, admin)}
 	for name, extra := range map[string][]string{
-		"order-svc":     {"ORDERS_DATABASE_URL=" + dbs["order-svc"], "ORDER_STUCK_AFTER=" + o.stuckAfter.String(), "ORDER_SWEEP_INTERVAL=200ms"},
-		"inventory-svc": {"INVENTORY_DATABASE_URL=" + dbs["inventory-svc"]},
-		"payment-svc": {"PAYMENTS_DATABASE_URL=" + dbs["payment-svc"], "PROVIDER_URL=" + ts.URL, "PROVIDER_API_KEY=" + apiKey,
-			"WEBHOOK_SECRET=" + secret, "RECHECK_PENDING_AFTER=" + o.recheck.String(), "PROVIDER_TIMEOUT=2s", "CHARGE_LEASE=3s"},
+		"order-svc":     {"CONCORD_DATABASE_URL=" + dbs["order-svc"], "CONCORD_STUCK_AFTER=" + o.stuckAfter.String(), "CONCORD_SWEEP_INTERVAL=200ms"},
+		"inventory-svc": {"CONCORD_DATABASE_URL=" + dbs["inventory-svc"]},
+		"payment-svc": {"CONCORD_DATABASE_URL=" + dbs["payment-svc"], "CONCORD_PROVIDER_URL=" + ts.URL, "CONCORD_PROVIDER_API_KEY=" + apiKey,
+			"CONCORD_WEBHOOK_SECRET=" + secret, "CONCORD_RECHECK_PENDING_AFTER=" + o.recheck.String(), "CONCORD_PROVIDER_TIMEOUT=2s", "CONCORD_CHARGE_LEASE=3s"},
 	} {
-		s.env[name] = append([]string{"CONCORD_TOPIC_PREFIX=" + prefix, "CONSUMER_GROUP=" + prefix + name,
-			"KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ports[name]),
+		s.env[name] = append([]string{"CONCORD_TOPIC_PREFIX=" + prefix, "CONCORD_GROUP=" + prefix + name,
+			"CONCORD_KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), fmt.Sprintf("CONCORD_HTTP_ADDR=127.0.0.1:%d", ports[name]),
 			// A member killed with -9 never leaves its group; the group
 			// gives its partitions away after the session timeout, which
 			// is 45s unless told otherwise (6s is the broker's minimum).
-			"TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s", "GROUP_SESSION_TIMEOUT=6s"}, extra...)
+			"CONCORD_TOPIC_PARTITIONS=3", "CONCORD_SHUTDOWN_GRACE=5s", "CONCORD_GROUP_SESSION_TIMEOUT=6s"}, extra...)
 	}
 	for _, name := range []string{"order-svc", "inventory-svc", "payment-svc"} {
 		s.start(name)

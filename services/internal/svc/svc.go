@@ -99,6 +99,9 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return kit.Usagef("unexpected argument %q", fs.Arg(0))
+	}
 	if err := kit.Require("database-url", *dbURL); err != nil {
 		return kit.UsageError{Err: err}
 	}

@@ -10,50 +10,43 @@ package reconcilercli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
 	"github.com/concordhq/concord/infra/kit"
 )
 
-// usage is printed for a missing or unknown command and for --help.
-const usage = `usage: reconciler <command> [flags]
-
-commands:
-  run        scan every payment in a loop, heal on a schedule, serve /metrics
-  once       finish the current cycle, print its summary and exit
-  status     reconciliation lag, cycles and open findings by kind
-  heal       re-pull the provider's events for --since..--until and repair what was missed
-  findings   list | show ID | resolve ID --note "what was done"
-
-Run "reconciler <command> --help" for its flags.`
+const summary = `reconciler compares the payments database with the payment provider, records
+every drift once as a finding, and emits repair commands for the drifts that
+are safe to heal (payment-svc applies them).`
 
 // Run runs the command line args (without the program name), printing
 // reports to out. Mistakes on the command line are kit.UsageErrors.
 func Run(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return kit.Usagef("no command\n%s", usage)
+	fs := kit.NewFlagSet("reconciler", summary)
+	fs.SetOutput(out)
+	cmd := func(name string) func(context.Context, []string) error {
+		return func(ctx context.Context, args []string) error { return runCommand(ctx, name, args, out) }
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "run", "once", "status", "heal":
-		return runCommand(ctx, cmd, rest, out)
-	case "findings":
-		return findings(ctx, rest, out)
-	case "-h", "--help", "help":
-		fmt.Fprintln(out, usage)
-		return nil
-	}
-	return kit.Usagef("unknown command %q\n%s", cmd, usage)
+	return fs.Dispatch(ctx, args, []kit.Command{
+		{Name: "run", Summary: "scan every payment in a loop, heal on a schedule, serve /metrics", Run: cmd("run")},
+		{Name: "once", Summary: "finish the current cycle, print its summary and exit", Run: cmd("once")},
+		{Name: "status", Summary: "reconciliation lag, cycles and open findings by kind", Run: cmd("status")},
+		{Name: "heal", Summary: "re-pull the provider's events for --since..--until and repair what was missed", Run: cmd("heal")},
+		{Name: "findings", Summary: `list | show ID | resolve ID --note "what was done"`,
+			Run: func(ctx context.Context, args []string) error { return findings(ctx, args, out) }},
+	})
 }
 
 // runCommand runs the commands that scan or read the reconciler's state:
 // status, once, heal, and run (serve).
 func runCommand(ctx context.Context, cmd string, args []string, out io.Writer) error {
-	c := flags(cmd)
+	c := flags(cmd, out)
 	if err := c.fs.Parse(args); err != nil {
 		return err
+	}
+	if c.fs.NArg() > 0 {
+		return kit.Usagef("%s: unexpected argument %q", cmd, c.fs.Arg(0))
 	}
 	var since, until time.Time
 	if cmd == "heal" {

@@ -43,8 +43,9 @@ func TestHealWindow(t *testing.T) {
 // TestBadUsageIsAUsageError: mistakes on the command line exit 2 with a
 // reason before anything is opened.
 func TestBadUsageIsAUsageError(t *testing.T) {
-	t.Setenv("PAYMENTS_DATABASE_URL", "")
-	t.Setenv("PROVIDER_API_KEY", "")
+	for _, v := range []string{"PAYMENTS_DATABASE_URL", "PROVIDER_API_KEY", "CONCORD_DATABASE_URL", "CONCORD_PROVIDER_API_KEY"} {
+		t.Setenv(v, "")
+	}
 	ctx := context.Background()
 	for name, err := range map[string]error{
 		"no command":           Run(ctx, nil, io.Discard),

@@ -1,10 +1,12 @@
 package reconcilercli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,11 +20,22 @@ import (
 // findings is `reconciler findings list|show ID|resolve ID --note …`: the
 // review workflow over recorded drift.
 func findings(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return kit.Usagef("findings: want list, show ID or resolve ID --note …")
+	fs := kit.NewFlagSet("reconciler findings", "reconciler findings: review the recorded drift between the payments database and the provider.")
+	fs.SetOutput(out)
+	sub := func(name string) func(context.Context, []string) error {
+		return func(ctx context.Context, args []string) error { return finding(ctx, name, args, out) }
 	}
-	sub, rest := args[0], args[1:]
-	c := flags("findings " + sub)
+	return fs.Dispatch(ctx, args, []kit.Command{
+		{Name: "list", Summary: "open findings, newest first (--all includes resolved ones)", Run: sub("list")},
+		{Name: "show", Summary: "show ID: one finding with its evidence", Run: sub("show")},
+		{Name: "resolve", Summary: `resolve ID --note "what was done": close a finding`, Run: sub("resolve")},
+	})
+}
+
+// finding runs one findings subcommand; the id may come before or after
+// the flags.
+func finding(ctx context.Context, sub string, args []string, out io.Writer) error {
+	c := flags("findings "+sub, out)
 	var all *bool
 	var kind, note, by *string
 	var limit *int
@@ -32,26 +45,30 @@ func findings(ctx context.Context, args []string, out io.Writer) error {
 		kind = c.fs.String("kind", "", "", "only this kind")
 		limit = c.fs.Int("limit", "", 100, "at most this many, newest first")
 	case "show":
+		c.fs.SetUsage("reconciler findings show ID [flags]")
 	case "resolve":
+		c.fs.SetUsage("reconciler findings resolve ID --note NOTE [flags]")
 		note = c.fs.String("note", "", "", "what was done about it (required)")
-		by = c.fs.String("by", "USER", "operator", "who resolves it")
-	default:
-		return kit.Usagef("findings: unknown subcommand %q (want list, show or resolve)", sub)
+		by = c.fs.String("by", "", cmp.Or(os.Getenv("USER"), "operator"), "who resolves it (default: $USER, else operator)")
 	}
-	// Flags may follow the id: "resolve 42 --note …".
+	if err := c.fs.Parse(args); err != nil {
+		return err
+	}
+	rest := c.fs.Args()
 	var id int64
-	if sub != "list" {
-		if len(rest) == 0 {
-			return kit.Usagef("findings %s: a finding id is required", sub)
+	if sub == "list" {
+		if len(rest) > 0 {
+			return kit.Usagef("findings list: unexpected argument %q", rest[0])
+		}
+	} else {
+		if len(rest) != 1 {
+			return kit.Usagef("findings %s: exactly one finding id is required", sub)
 		}
 		n, err := strconv.ParseInt(rest[0], 10, 64)
 		if err != nil || n <= 0 {
 			return kit.Usagef("findings %s: %q is not a finding id", sub, rest[0])
 		}
-		id, rest = n, rest[1:]
-	}
-	if err := c.fs.Parse(rest); err != nil {
-		return err
+		id = n
 	}
 	if sub == "resolve" && strings.TrimSpace(*note) == "" {
 		return kit.Usagef("findings resolve %d: --note saying what was done is required", id)

@@ -3,6 +3,7 @@ package reconcilercli
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -46,9 +47,10 @@ type common struct {
 	prefix   *string
 }
 
-func flags(cmd string) *common {
+func flags(cmd string, out io.Writer) *common {
 	c := &common{fs: kit.NewFlagSet("reconciler "+cmd, "reconciler "+cmd+": compare payments with the provider, record findings, emit repair commands.")}
 	fs := c.fs
+	fs.SetOutput(out)
 	c.dbURL = fs.String("database-url", "PAYMENTS_DATABASE_URL", "", "payments database URL")
 	c.log = kit.AddLogFlags(fs)
 	c.job = fs.String("job", "RECONCILER_JOB", reconciler.DefaultJob, "cursor name; replicas on one job share the work")
@@ -70,7 +72,8 @@ func flags(cmd string) *common {
 	case "run":
 		c.idle = fs.Duration("interval", "RECONCILER_INTERVAL", time.Minute, "pause between cycles")
 		c.backoff = fs.Duration("backoff", "RECONCILER_BACKOFF", 30*time.Second, "pause after a provider outage or an error")
-		c.addr = fs.String("addr", "RECONCILER_ADDR", ":9095", "listen address of /metrics, /healthz and /readyz")
+		c.addr = fs.String("http-addr", "RECONCILER_ADDR", ":9095", "listen address of /metrics, /healthz and /readyz")
+		fs.Alias("addr", "http-addr")
 		c.healEach = fs.Duration("heal-every", "RECONCILER_HEAL_EVERY", time.Hour, "how often the scheduled heal runs (0: never)")
 		c.healWin = fs.Duration("heal-window", "RECONCILER_HEAL_WINDOW", reconciler.DefaultHealWindow, "how far back the scheduled heal re-reads; longer than the longest expected outage")
 	case "heal":
