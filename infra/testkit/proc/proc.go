@@ -191,7 +191,43 @@ func (p *Process) Kill() {
 
 // Pause stops the process with SIGSTOP: it keeps its sockets and memory
 // but runs no code (a long GC pause, a frozen VM), until Resume.
-func (p *Process) Pause() error { return p.Signal(syscall.SIGSTOP) }
+//
+// It returns once the kernel reports the process stopped: SIGSTOP takes
+// effect asynchronously, and a caller that checks the pause right away
+// (a request that must not be answered) would otherwise race it.
+func (p *Process) Pause() error {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	pid := p.pid
+	p.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Running() {
+		if stopped(pid) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not stopped 5s after SIGSTOP", p.cmd.Name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// stopped reports whether /proc says the process is stopped by a signal
+// (state T).
+func stopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself hold spaces or parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'T'
+}
 
 // Resume continues a paused process (SIGCONT).
 func (p *Process) Resume() error { return p.Signal(syscall.SIGCONT) }
