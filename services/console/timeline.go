@@ -247,7 +247,9 @@ func (s *Server) loadTimeline(ctx context.Context, d *TimelineData) error {
 		byID[e.EventID] = i
 	}
 	var hops []TimelineHop
-	add := func(at time.Time, lane, what string) { hops = append(hops, TimelineHop{At: at, Lane: lane, What: what}) }
+	add := func(at time.Time, lane, what string) {
+		hops = append(hops, TimelineHop{At: at, Lane: lane, What: what})
+	}
 	if d.Order != nil {
 		add(d.Order.Created, s.cfg.Orders.Name, "order placed")
 	}
