@@ -76,19 +76,28 @@ func serviceDB(t *testing.T, own ...func(context.Context, *pgxpool.Pool) error) 
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	k := testkit.NewKafka(t)
-	e := &env{t: t, kafka: k, clock: &clock{}, prefix: testkit.UniqueName(t, "console") + "."}
+	e := &env{t: t, kafka: testkit.NewKafka(t), prefix: testkit.UniqueName(t, "console") + "."}
 	e.orders = serviceDB(t, orderstore.Migrate)
 	e.inventory = serviceDB(t, inventorystore.Migrate)
 	e.payments = serviceDB(t, paymentstore.Migrate, reconcilerstore.Migrate)
+	e.serve()
+	return e
+}
+
+// serve starts the console over e's databases, with a database of its own
+// for the audit log.
+func (e *env) serve() {
+	t := e.t
+	t.Helper()
+	e.clock = &clock{}
 	e.db = testkit.NewPool(t, console.Migrate)
-	e.client = k.Client(t, kgo.ProducerLinger(0))
+	e.client = e.kafka.Client(t, kgo.ProducerLinger(0))
 	e.sessions = console.Sessions{Key: bytes.Repeat([]byte("s"), 32), TTL: time.Hour}
 	srv, err := console.New(console.Config{
 		Orders:    console.Service{Name: "order-svc", Pool: e.orders},
 		Inventory: console.Service{Name: "inventory-svc", Pool: e.inventory},
 		Payments:  console.Service{Name: "payment-svc", Pool: e.payments},
-		Audit:     e.db, Admin: k.Admin(t), Producer: e.client,
+		Audit:     e.db, Admin: e.kafka.Admin(t), Producer: e.client,
 		Users: testUsers(t), Sessions: e.sessions, Now: e.clock.Now,
 	})
 	if err != nil {
@@ -96,7 +105,6 @@ func newEnv(t *testing.T) *env {
 	}
 	e.srv = httptest.NewServer(srv)
 	t.Cleanup(e.srv.Close)
-	return e
 }
 
 // user is a logged-in browser-less client.
