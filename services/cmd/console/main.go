@@ -57,9 +57,9 @@ func run(ctx context.Context, args []string) error {
 	kf := kit.AddKafkaFlags(fs)
 	addr := fs.String("http-addr", "CONSOLE_HTTP_ADDR", "127.0.0.1:8090", "listen address of the UI, /metrics, /healthz and /readyz")
 	auditURL := fs.String("database-url", "CONSOLE_DATABASE_URL", "", "the console's own database (its audit log); migrated at start")
-	ordersURL := fs.String("orders-database-url", "ORDERS_DATABASE_URL", "", "order-svc's database (read; nothing is written to it)")
-	invURL := fs.String("inventory-database-url", "INVENTORY_DATABASE_URL", "", "inventory-svc's database")
-	payURL := fs.String("payments-database-url", "PAYMENTS_DATABASE_URL", "", "payment-svc's database, with the reconciler's tables")
+	ordersURL := fs.String("orders-database-url", "ORDERS_DATABASE_URL", "", "order-svc's database; the console changes only its parked outbox rows and dead letters, through relay/outbox and consumers/replay")
+	invURL := fs.String("inventory-database-url", "INVENTORY_DATABASE_URL", "", "inventory-svc's database (its parked outbox rows and dead letters, as above)")
+	payURL := fs.String("payments-database-url", "PAYMENTS_DATABASE_URL", "", "payment-svc's database with the reconciler's tables (findings are resolved through reconcilerstore)")
 	orchURL := fs.String("orchestrator-database-url", "ORCHESTRATOR_DATABASE_URL", "",
 		"the orchestrator's database (saga_executions, saga_steps); empty: the Sagas page shows the choreographed orders only")
 	usersFile := fs.String("users-file", "CONSOLE_USERS_FILE", "", `users, one a line: "name role bcrypt-hash" (role: read-only or operator)`)
