@@ -56,6 +56,9 @@ func TestRetryReleasesAParkedRowOnceAndAuditsIt(t *testing.T) {
 		t.Fatal("the row is still parked after retry")
 	}
 	wantAudit(t, e.audit(), 1, console.ActionOutboxRetry, "op", fmt.Sprint(id), "")
+	if n := e.actions(console.ActionOutboxRetry, "done"); n != 1 {
+		t.Fatalf("concord_console_actions_total{outbox.retry, done} = %d; want 1", n)
+	}
 
 	// Another operator's retry of the same row: it is not parked any more.
 	code, body = e.login("op2").post(fmt.Sprintf("/outbox/order-svc/%d/retry", id), nil)
@@ -192,6 +195,11 @@ func TestActionsWithoutSessionRoleOrTokenChangeNothing(t *testing.T) {
 	}
 	if es := e.audit(); len(es) != 0 {
 		t.Fatalf("refused actions were audited: %+v", es)
+	}
+	for outcome, want := range map[string]int{"unauthenticated": 2, "forbidden": 1, "csrf": 2, "refused": 2, "done": 0} {
+		if got := e.actions(console.ActionOutboxRetry, outcome); got != want {
+			t.Errorf("concord_console_actions_total{action=outbox.retry,outcome=%s} = %d; want %d", outcome, got, want)
+		}
 	}
 }
 

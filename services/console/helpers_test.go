@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/crypto/bcrypt"
 
@@ -68,6 +69,7 @@ type env struct {
 	sessions                        console.Sessions
 	srv                             *httptest.Server
 	prefix                          string
+	metrics                         *prometheus.Registry
 }
 
 func serviceDB(t *testing.T, own ...func(context.Context, *pgxpool.Pool) error) *pgxpool.Pool {
@@ -93,11 +95,13 @@ func (e *env) serve() {
 	e.db = testkit.NewPool(t, console.Migrate)
 	e.client = e.kafka.Client(t, kgo.ProducerLinger(0))
 	e.sessions = console.Sessions{Key: bytes.Repeat([]byte("s"), 32), TTL: time.Hour}
+	e.metrics = prometheus.NewRegistry()
 	srv, err := console.New(console.Config{
-		Orders:    console.Service{Name: "order-svc", Pool: e.orders},
-		Inventory: console.Service{Name: "inventory-svc", Pool: e.inventory},
-		Payments:  console.Service{Name: "payment-svc", Pool: e.payments},
-		Audit:     e.db, Admin: e.kafka.Admin(t), Producer: e.client,
+		Registerer: e.metrics,
+		Orders:     console.Service{Name: "order-svc", Pool: e.orders},
+		Inventory:  console.Service{Name: "inventory-svc", Pool: e.inventory},
+		Payments:   console.Service{Name: "payment-svc", Pool: e.payments},
+		Audit:      e.db, Admin: e.kafka.Admin(t), Producer: e.client,
 		Users: testUsers(t), Sessions: e.sessions, Now: e.clock.Now,
 	})
 	if err != nil {
@@ -256,4 +260,28 @@ func (e *env) audit() []console.AuditEntry {
 		e.t.Fatal(err)
 	}
 	return es
+}
+
+// actions counts the console's actions with outcome, from its metrics.
+func (e *env) actions(action, outcome string) int {
+	e.t.Helper()
+	mfs, err := e.metrics.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "concord_console_actions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["action"] == action && labels["outcome"] == outcome {
+				return int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return 0
 }
