@@ -128,6 +128,25 @@ func TestReplayRepublishesADeadLetterToItsTopicOnceAndAuditsIt(t *testing.T) {
 
 	code, body = e.login("op2").post("/dead-letters/inventory-svc/replay", url.Values{"group": {group}, "id": {fmt.Sprint(id)}})
 	wantStatus(t, "second replay", code, body, http.StatusConflict, "was already replayed")
+
+	// While another replay of the group runs (it holds the group's lock),
+	// a replay is refused and publishes nothing.
+	held, err := e.inventory.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	if _, err := held.Exec(context.Background(), `select pg_advisory_lock(hashtext('concord_console_dlq'), hashtext($1))`, group); err != nil {
+		t.Fatal(err)
+	}
+	code, body = op.post("/dead-letters/inventory-svc/replay", url.Values{"group": {group}, "id": {fmt.Sprint(other)}})
+	wantStatus(t, "replay during another", code, body, http.StatusConflict, "another operator is replaying")
+	if _, err := held.Exec(context.Background(), `select pg_advisory_unlock(hashtext('concord_console_dlq'), hashtext($1))`, group); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(e.inventory, `select count(*) from dead_letters where id = $1 and replayed_at is null`, other); n != 1 {
+		t.Fatal("a replay refused for a running one replayed")
+	}
 	code, body = op.post("/dead-letters/inventory-svc/replay", url.Values{"group": {group}, "id": {"424242"}})
 	wantStatus(t, "unknown dead letter", code, body, http.StatusNotFound, "has no dead letter 424242")
 	code, body = op.post("/dead-letters/inventory-svc/replay", url.Values{"group": {group}, "id": {"seven"}})

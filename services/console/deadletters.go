@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -145,6 +146,24 @@ func (s *Server) deadLetterReplay(r *http.Request, _ string) (AuditEntry, string
 		return AuditEntry{}, "", pageError{http.StatusServiceUnavailable, "the console has no Kafka producer: start it with --kafka-brokers"}
 	}
 	ctx := r.Context()
+	// Two operators replaying the same group at once would both read the
+	// same pending rows and publish them twice: one replay per group at a
+	// time, and the second is told so.
+	conn, err := sv.Pool.Acquire(ctx)
+	if err != nil {
+		return AuditEntry{}, "", err
+	}
+	defer conn.Release()
+	var locked bool
+	if err := conn.QueryRow(ctx, `select pg_try_advisory_lock(hashtext('concord_console_dlq'), hashtext($1))`, group).Scan(&locked); err != nil {
+		return AuditEntry{}, "", err
+	}
+	if !locked {
+		return AuditEntry{}, "", conflict("another operator is replaying the dead letters of %s group %s right now; nothing was changed", sv.Name, group)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `select pg_advisory_unlock(hashtext('concord_console_dlq'), hashtext($1))`, group)
+	}()
 	dls, err := replay.PendingDeadLetters(ctx, sv.Pool, group, ids)
 	if err != nil {
 		return AuditEntry{}, "", err
