@@ -33,7 +33,7 @@ LDFLAGS := -X $(KIT).version=$(VERSION) -X $(KIT).revision=$(REVISION) -X $(KIT)
 # Loads the stack's addresses into the recipe's environment.
 STACK := set -a; . $(CURDIR)/.local/stack.env; set +a;
 
-.PHONY: help build up down status test test-unit lint generate fuzz fuzz-short demo bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check mutate
+.PHONY: help build up down status test test-unit lint generate fuzz fuzz-short demo console bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check mutate
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -115,6 +115,13 @@ schema-check: ## schema lint and compatibility review against the merge base / p
 
 demo: up build ## the main job: run the saga with provider faults, reconcile, check the invariants
 	$(STACK) $(BIN)/demo
+
+# The console over the local stack's databases (what the last `make demo`
+# left). CONSOLE_FLAGS adds flags: --users-file, --http-addr, …; without a
+# users file an operator "admin" with a fresh password is printed at start.
+CONSOLE_FLAGS ?= --generate-admin
+console: up build ## serve the operations console over the demo's data and print its URL
+	$(STACK) $(BIN)/console --database-url "$$CONCORD_CONSOLE_DATABASE_URL" $(CONSOLE_FLAGS)
 
 bench-saga: up build ## saga throughput and order-to-terminal latency, no provider faults
 	$(STACK) $(BIN)/demo --bench --orders 2000 --rate 100

@@ -25,7 +25,7 @@ KAFKA_LOGS=$KAFKA_DIR/logs
 KAFKA_PID=$KAFKA_DIR/kafka.pid
 KAFKA_LIBS=$LOCAL/cache/kafka-libs
 ENV_FILE=$LOCAL/stack.env
-DATABASES="orders inventory payments"
+DATABASES="orders inventory payments console"
 
 say() { printf '%s\n' "$*" >&2; }
 die() { printf 'infra/local: %s\n' "$*" >&2; exit 1; }
