@@ -43,6 +43,10 @@ func TestSagaEventTypesAreInTheCatalog(t *testing.T) {
 		"order.created": {1, 2, 3}, "inventory.reserved": {1, 2}, "inventory.rejected": {1},
 		"inventory.released": {1}, "payment.processed": {1}, "payment.failed": {1},
 		"order.confirmed": {1}, "order.cancelled": {1},
+		"payment.authorize_hold": {1}, "payment.capture_hold": {1}, "payment.cancel_hold": {1},
+		"inventory.reserve_stock": {1}, "inventory.release_stock": {1},
+		"shipping.create_shipment": {1}, "shipping.cancel_shipment": {1},
+		"saga.step_replied": {1}, "saga.checkout_requested": {1}, "saga.finished": {1},
 	}
 	for typ, versions := range want {
 		e, err := cat.Lookup(typ)

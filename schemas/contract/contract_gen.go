@@ -6,36 +6,56 @@ import "time"
 
 // Event types of the catalog.
 const (
-	TypeAccountDebited        Type = "account.debited"
-	TypeInventoryRejected     Type = "inventory.rejected"
-	TypeInventoryReleased     Type = "inventory.released"
-	TypeInventoryReserved     Type = "inventory.reserved"
-	TypeOrderCancelled        Type = "order.cancelled"
-	TypeOrderConfirmed        Type = "order.confirmed"
-	TypeOrderCreated          Type = "order.created"
-	TypePaymentApplyCanceled  Type = "payment.apply_canceled"
-	TypePaymentApplySucceeded Type = "payment.apply_succeeded"
-	TypePaymentFailed         Type = "payment.failed"
-	TypePaymentProcessed      Type = "payment.processed"
-	TypePaymentRefunded       Type = "payment.refunded"
+	TypeAccountDebited         Type = "account.debited"
+	TypeInventoryRejected      Type = "inventory.rejected"
+	TypeInventoryReleaseStock  Type = "inventory.release_stock"
+	TypeInventoryReleased      Type = "inventory.released"
+	TypeInventoryReserveStock  Type = "inventory.reserve_stock"
+	TypeInventoryReserved      Type = "inventory.reserved"
+	TypeOrderCancelled         Type = "order.cancelled"
+	TypeOrderConfirmed         Type = "order.confirmed"
+	TypeOrderCreated           Type = "order.created"
+	TypePaymentApplyCanceled   Type = "payment.apply_canceled"
+	TypePaymentApplySucceeded  Type = "payment.apply_succeeded"
+	TypePaymentAuthorizeHold   Type = "payment.authorize_hold"
+	TypePaymentCancelHold      Type = "payment.cancel_hold"
+	TypePaymentCaptureHold     Type = "payment.capture_hold"
+	TypePaymentFailed          Type = "payment.failed"
+	TypePaymentProcessed       Type = "payment.processed"
+	TypePaymentRefunded        Type = "payment.refunded"
+	TypeSagaCheckoutRequested  Type = "saga.checkout_requested"
+	TypeSagaFinished           Type = "saga.finished"
+	TypeSagaStepReplied        Type = "saga.step_replied"
+	TypeShippingCancelShipment Type = "shipping.cancel_shipment"
+	TypeShippingCreateShipment Type = "shipping.create_shipment"
 )
 
 // Types lists every event type of the catalog, sorted.
-var Types = []Type{TypeAccountDebited, TypeInventoryRejected, TypeInventoryReleased, TypeInventoryReserved, TypeOrderCancelled, TypeOrderConfirmed, TypeOrderCreated, TypePaymentApplyCanceled, TypePaymentApplySucceeded, TypePaymentFailed, TypePaymentProcessed, TypePaymentRefunded}
+var Types = []Type{TypeAccountDebited, TypeInventoryRejected, TypeInventoryReleaseStock, TypeInventoryReleased, TypeInventoryReserveStock, TypeInventoryReserved, TypeOrderCancelled, TypeOrderConfirmed, TypeOrderCreated, TypePaymentApplyCanceled, TypePaymentApplySucceeded, TypePaymentAuthorizeHold, TypePaymentCancelHold, TypePaymentCaptureHold, TypePaymentFailed, TypePaymentProcessed, TypePaymentRefunded, TypeSagaCheckoutRequested, TypeSagaFinished, TypeSagaStepReplied, TypeShippingCancelShipment, TypeShippingCreateShipment}
 
 var entries = map[Type]entry{
-	TypeAccountDebited:        {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
-	TypeInventoryRejected:     {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeInventoryReleased:     {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeInventoryReserved:     {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 2},
-	TypeOrderCancelled:        {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeOrderConfirmed:        {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeOrderCreated:          {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD_TRANSITIVE", latest: 3},
-	TypePaymentApplyCanceled:  {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentApplySucceeded: {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentFailed:         {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentProcessed:      {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentRefunded:       {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeAccountDebited:         {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
+	TypeInventoryRejected:      {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryReleaseStock:  {topic: "inventory-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryReleased:      {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryReserveStock:  {topic: "inventory-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryReserved:      {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 2},
+	TypeOrderCancelled:         {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeOrderConfirmed:         {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeOrderCreated:           {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD_TRANSITIVE", latest: 3},
+	TypePaymentApplyCanceled:   {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentApplySucceeded:  {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentAuthorizeHold:   {topic: "payment-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentCancelHold:      {topic: "payment-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentCaptureHold:     {topic: "payment-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentFailed:          {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentProcessed:       {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentRefunded:        {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeSagaCheckoutRequested:  {topic: "saga-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeSagaFinished:           {topic: "saga-events", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeSagaStepReplied:        {topic: "saga-replies", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeShippingCancelShipment: {topic: "shipping-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeShippingCreateShipment: {topic: "shipping-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 }
 
 // AccountDebitedV1 is the data of account.debited version 1 (events/account.debited/v1.schema.json).
@@ -78,6 +98,41 @@ func (InventoryRejectedV1) EventVersion() int { return 1 }
 // PartitionKey is order_id, the catalog's key field.
 func (p InventoryRejectedV1) PartitionKey() string { return p.OrderID }
 
+// InventoryReleaseStockV1 is the data of inventory.release_stock version 1 (events/inventory.release_stock/v1.schema.json).
+type InventoryReleaseStockV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the saga step, e.g. reserve_credit
+	Step string `json:"step"`
+	// derived from the saga and the step (<saga_id>:<step>), and <key>_compensate for the step's compensation; the same on every retry of the command, so a participant applies the effect once per key and answers a repeat with the reply it already sent
+	IdempotencyKey string `json:"idempotency_key"`
+	// 1 for the first send of this key, n for the n-th; informational only: participants key on idempotency_key, never on this
+	Attempt int64 `json:"attempt"`
+	// the order the saga checks out
+	OrderID string `json:"order_id"`
+	// idempotency_key of the inventory.reserve_stock command whose reservation is released
+	ReservationKey string `json:"reservation_key"`
+	// the order's lines
+	Items []InventoryReleaseStockV1Item `json:"items"`
+	// why the compensation runs, e.g. create_shipment failed: carrier_declined
+	Reason string `json:"reason,omitempty"`
+}
+
+// InventoryReleaseStockV1Item is a value of a field of InventoryReleaseStockV1.
+type InventoryReleaseStockV1Item struct {
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
+}
+
+// EventType is "inventory.release_stock".
+func (InventoryReleaseStockV1) EventType() Type { return TypeInventoryReleaseStock }
+
+// EventVersion is 1.
+func (InventoryReleaseStockV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p InventoryReleaseStockV1) PartitionKey() string { return p.SagaID }
+
 // InventoryReleasedV1 is the data of inventory.released version 1 (events/inventory.released/v1.schema.json).
 type InventoryReleasedV1 struct {
 	OrderID       string `json:"order_id"`
@@ -93,6 +148,37 @@ func (InventoryReleasedV1) EventVersion() int { return 1 }
 
 // PartitionKey is order_id, the catalog's key field.
 func (p InventoryReleasedV1) PartitionKey() string { return p.OrderID }
+
+// InventoryReserveStockV1 is the data of inventory.reserve_stock version 1 (events/inventory.reserve_stock/v1.schema.json).
+type InventoryReserveStockV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the saga step, e.g. reserve_credit
+	Step string `json:"step"`
+	// derived from the saga and the step (<saga_id>:<step>), and <key>_compensate for the step's compensation; the same on every retry of the command, so a participant applies the effect once per key and answers a repeat with the reply it already sent
+	IdempotencyKey string `json:"idempotency_key"`
+	// 1 for the first send of this key, n for the n-th; informational only: participants key on idempotency_key, never on this
+	Attempt int64 `json:"attempt"`
+	// the order the saga checks out
+	OrderID string `json:"order_id"`
+	// the order's lines
+	Items []InventoryReserveStockV1Item `json:"items"`
+}
+
+// InventoryReserveStockV1Item is a value of a field of InventoryReserveStockV1.
+type InventoryReserveStockV1Item struct {
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
+}
+
+// EventType is "inventory.reserve_stock".
+func (InventoryReserveStockV1) EventType() Type { return TypeInventoryReserveStock }
+
+// EventVersion is 1.
+func (InventoryReserveStockV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p InventoryReserveStockV1) PartitionKey() string { return p.SagaID }
 
 // InventoryReservedV1 is the data of inventory.reserved version 1 (events/inventory.reserved/v1.schema.json).
 type InventoryReservedV1 struct {
@@ -373,6 +459,98 @@ func (PaymentApplySucceededV1) EventVersion() int { return 1 }
 // PartitionKey is order_id, the catalog's key field.
 func (p PaymentApplySucceededV1) PartitionKey() string { return p.OrderID }
 
+// PaymentAuthorizeHoldV1 is the data of payment.authorize_hold version 1 (events/payment.authorize_hold/v1.schema.json).
+type PaymentAuthorizeHoldV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the saga step, e.g. reserve_credit
+	Step string `json:"step"`
+	// derived from the saga and the step (<saga_id>:<step>), and <key>_compensate for the step's compensation; the same on every retry of the command, so a participant applies the effect once per key and answers a repeat with the reply it already sent
+	IdempotencyKey string `json:"idempotency_key"`
+	// 1 for the first send of this key, n for the n-th; informational only: participants key on idempotency_key, never on this
+	Attempt int64 `json:"attempt"`
+	// the order the saga checks out
+	OrderID string `json:"order_id"`
+	// the customer paying
+	CustomerID string `json:"customer_id"`
+	// minor units (cents)
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	// the provider payment method to hold against (a PaymentMethod id such as pm_card_visa); the participant's default when absent
+	PaymentMethod string `json:"payment_method,omitempty"`
+}
+
+// EventType is "payment.authorize_hold".
+func (PaymentAuthorizeHoldV1) EventType() Type { return TypePaymentAuthorizeHold }
+
+// EventVersion is 1.
+func (PaymentAuthorizeHoldV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p PaymentAuthorizeHoldV1) PartitionKey() string { return p.SagaID }
+
+// PaymentCancelHoldV1 is the data of payment.cancel_hold version 1 (events/payment.cancel_hold/v1.schema.json).
+type PaymentCancelHoldV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the saga step, e.g. reserve_credit
+	Step string `json:"step"`
+	// derived from the saga and the step (<saga_id>:<step>), and <key>_compensate for the step's compensation; the same on every retry of the command, so a participant applies the effect once per key and answers a repeat with the reply it already sent
+	IdempotencyKey string `json:"idempotency_key"`
+	// 1 for the first send of this key, n for the n-th; informational only: participants key on idempotency_key, never on this
+	Attempt int64 `json:"attempt"`
+	// the order the saga checks out
+	OrderID string `json:"order_id"`
+	// idempotency_key of the payment.authorize_hold command whose hold is released
+	HoldKey string `json:"hold_key"`
+	// the provider's PaymentIntent id of the hold, when the orchestrator has it from the authorize reply; the participant finds the hold by hold_key without it
+	ProviderPaymentID string `json:"provider_payment_id,omitempty"`
+	// minor units (cents)
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	// why the compensation runs, e.g. create_shipment failed: carrier_declined
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventType is "payment.cancel_hold".
+func (PaymentCancelHoldV1) EventType() Type { return TypePaymentCancelHold }
+
+// EventVersion is 1.
+func (PaymentCancelHoldV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p PaymentCancelHoldV1) PartitionKey() string { return p.SagaID }
+
+// PaymentCaptureHoldV1 is the data of payment.capture_hold version 1 (events/payment.capture_hold/v1.schema.json).
+type PaymentCaptureHoldV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the saga step, e.g. reserve_credit
+	Step string `json:"step"`
+	// derived from the saga and the step (<saga_id>:<step>), and <key>_compensate for the step's compensation; the same on every retry of the command, so a participant applies the effect once per key and answers a repeat with the reply it already sent
+	IdempotencyKey string `json:"idempotency_key"`
+	// 1 for the first send of this key, n for the n-th; informational only: participants key on idempotency_key, never on this
+	Attempt int64 `json:"attempt"`
+	// the order the saga checks out
+	OrderID string `json:"order_id"`
+	// idempotency_key of the payment.authorize_hold command whose hold is captured
+	HoldKey string `json:"hold_key"`
+	// the provider's PaymentIntent id of the hold, when the orchestrator has it from the authorize reply; the participant finds the hold by hold_key without it
+	ProviderPaymentID string `json:"provider_payment_id,omitempty"`
+	// minor units (cents) to capture; at most the held amount
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// EventType is "payment.capture_hold".
+func (PaymentCaptureHoldV1) EventType() Type { return TypePaymentCaptureHold }
+
+// EventVersion is 1.
+func (PaymentCaptureHoldV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p PaymentCaptureHoldV1) PartitionKey() string { return p.SagaID }
+
 // PaymentFailedV1 is the data of payment.failed version 1 (events/payment.failed/v1.schema.json).
 type PaymentFailedV1 struct {
 	OrderID   string `json:"order_id"`
@@ -433,3 +611,217 @@ func (PaymentRefundedV1) EventVersion() int { return 1 }
 
 // PartitionKey is order_id, the catalog's key field.
 func (p PaymentRefundedV1) PartitionKey() string { return p.OrderID }
+
+// SagaCheckoutRequestedV1 is the data of saga.checkout_requested version 1 (events/saga.checkout_requested/v1.schema.json).
+type SagaCheckoutRequestedV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the order the saga checks out
+	OrderID    string `json:"order_id"`
+	CustomerID string `json:"customer_id"`
+	// the order's lines
+	Items []SagaCheckoutRequestedV1Item `json:"items"`
+	// minor units (cents)
+	TotalAmount int64  `json:"total_amount"`
+	Currency    string `json:"currency"`
+	// where the shipment goes
+	ShippingAddress *SagaCheckoutRequestedV1ShippingAddress `json:"shipping_address,omitempty"`
+	// the provider payment method to hold against (a PaymentMethod id such as pm_card_visa)
+	PaymentMethod string `json:"payment_method,omitempty"`
+}
+
+// SagaCheckoutRequestedV1Item is a value of a field of SagaCheckoutRequestedV1.
+type SagaCheckoutRequestedV1Item struct {
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
+	// minor units (cents)
+	UnitPrice int64 `json:"unit_price"`
+}
+
+// SagaCheckoutRequestedV1ShippingAddress is a value of a field of SagaCheckoutRequestedV1.
+type SagaCheckoutRequestedV1ShippingAddress struct {
+	Line1      string `json:"line1"`
+	Line2      string `json:"line2,omitempty"`
+	City       string `json:"city"`
+	PostalCode string `json:"postal_code"`
+	Country    string `json:"country"`
+}
+
+// EventType is "saga.checkout_requested".
+func (SagaCheckoutRequestedV1) EventType() Type { return TypeSagaCheckoutRequested }
+
+// EventVersion is 1.
+func (SagaCheckoutRequestedV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p SagaCheckoutRequestedV1) PartitionKey() string { return p.SagaID }
+
+// SagaFinishedV1 is the data of saga.finished version 1 (events/saga.finished/v1.schema.json).
+type SagaFinishedV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the saga definition, e.g. checkout
+	SagaName string `json:"saga_name"`
+	// the order the saga checks out
+	OrderID string `json:"order_id"`
+	// COMPLETED: every step executed; COMPENSATED: a step failed and every executed step was undone; FAILED: a compensation was exhausted and an operator must review the saga
+	Status SagaFinishedV1Status `json:"status"`
+	// the step whose failure ended the saga, when it did not complete
+	FailedStep string `json:"failed_step,omitempty"`
+	// why the saga did not complete
+	Reason string `json:"reason,omitempty"`
+	// the captured PaymentIntent, when completed
+	ProviderPaymentID string `json:"provider_payment_id,omitempty"`
+	// the shipment, when completed
+	ShipmentID string `json:"shipment_id,omitempty"`
+}
+
+// SagaFinishedV1Status is one of the values the schema allows.
+type SagaFinishedV1Status string
+
+// Values of SagaFinishedV1Status.
+const (
+	SagaFinishedV1StatusCOMPLETED   SagaFinishedV1Status = "COMPLETED"
+	SagaFinishedV1StatusCOMPENSATED SagaFinishedV1Status = "COMPENSATED"
+	SagaFinishedV1StatusFAILED      SagaFinishedV1Status = "FAILED"
+)
+
+// EventType is "saga.finished".
+func (SagaFinishedV1) EventType() Type { return TypeSagaFinished }
+
+// EventVersion is 1.
+func (SagaFinishedV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p SagaFinishedV1) PartitionKey() string { return p.SagaID }
+
+// SagaStepRepliedV1 is the data of saga.step_replied version 1 (events/saga.step_replied/v1.schema.json).
+type SagaStepRepliedV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the saga step, e.g. reserve_credit
+	Step string `json:"step"`
+	// the event type of the command answered
+	CommandType SagaStepRepliedV1CommandType `json:"command_type"`
+	// event_id of the command answered (the first one received under idempotency_key when the command was sent more than once)
+	CommandID string `json:"command_id"`
+	// idempotency_key of the command answered
+	IdempotencyKey string `json:"idempotency_key"`
+	// succeeded: the effect is applied (for a compensation: undone, or there was nothing to undo); failed: it is not; unless retryable, the same command gets the same answer again
+	Outcome SagaStepRepliedV1Outcome `json:"outcome"`
+	// why it failed, a short machine-readable code such as card_declined, out_of_stock, carrier_declined, provider_unavailable
+	Reason string `json:"reason,omitempty"`
+	// true when a failure is transient (the provider or carrier was unreachable) and the same command may succeed if sent again
+	Retryable *bool `json:"retryable,omitempty"`
+	// payment commands: the provider's PaymentIntent id
+	ProviderPaymentID string `json:"provider_payment_id,omitempty"`
+	// payment commands: minor units held, captured or refunded
+	Amount *int64 `json:"amount,omitempty"`
+	// shipping commands: the shipment's id
+	ShipmentID string `json:"shipment_id,omitempty"`
+	// shipping.create_shipment: the carrier's tracking number
+	TrackingNumber string `json:"tracking_number,omitempty"`
+}
+
+// SagaStepRepliedV1CommandType is one of the values the schema allows.
+type SagaStepRepliedV1CommandType string
+
+// Values of SagaStepRepliedV1CommandType.
+const (
+	SagaStepRepliedV1CommandTypePaymentAuthorizeHold   SagaStepRepliedV1CommandType = "payment.authorize_hold"
+	SagaStepRepliedV1CommandTypePaymentCaptureHold     SagaStepRepliedV1CommandType = "payment.capture_hold"
+	SagaStepRepliedV1CommandTypePaymentCancelHold      SagaStepRepliedV1CommandType = "payment.cancel_hold"
+	SagaStepRepliedV1CommandTypeInventoryReserveStock  SagaStepRepliedV1CommandType = "inventory.reserve_stock"
+	SagaStepRepliedV1CommandTypeInventoryReleaseStock  SagaStepRepliedV1CommandType = "inventory.release_stock"
+	SagaStepRepliedV1CommandTypeShippingCreateShipment SagaStepRepliedV1CommandType = "shipping.create_shipment"
+	SagaStepRepliedV1CommandTypeShippingCancelShipment SagaStepRepliedV1CommandType = "shipping.cancel_shipment"
+)
+
+// SagaStepRepliedV1Outcome is one of the values the schema allows.
+type SagaStepRepliedV1Outcome string
+
+// Values of SagaStepRepliedV1Outcome.
+const (
+	SagaStepRepliedV1OutcomeSucceeded SagaStepRepliedV1Outcome = "succeeded"
+	SagaStepRepliedV1OutcomeFailed    SagaStepRepliedV1Outcome = "failed"
+)
+
+// EventType is "saga.step_replied".
+func (SagaStepRepliedV1) EventType() Type { return TypeSagaStepReplied }
+
+// EventVersion is 1.
+func (SagaStepRepliedV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p SagaStepRepliedV1) PartitionKey() string { return p.SagaID }
+
+// ShippingCancelShipmentV1 is the data of shipping.cancel_shipment version 1 (events/shipping.cancel_shipment/v1.schema.json).
+type ShippingCancelShipmentV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the saga step, e.g. reserve_credit
+	Step string `json:"step"`
+	// derived from the saga and the step (<saga_id>:<step>), and <key>_compensate for the step's compensation; the same on every retry of the command, so a participant applies the effect once per key and answers a repeat with the reply it already sent
+	IdempotencyKey string `json:"idempotency_key"`
+	// 1 for the first send of this key, n for the n-th; informational only: participants key on idempotency_key, never on this
+	Attempt int64 `json:"attempt"`
+	// the order the saga checks out
+	OrderID string `json:"order_id"`
+	// idempotency_key of the shipping.create_shipment command whose shipment is cancelled
+	ShipmentKey string `json:"shipment_key"`
+	// the shipment id from the create reply, when the orchestrator has it
+	ShipmentID string `json:"shipment_id,omitempty"`
+	// why the compensation runs, e.g. create_shipment failed: carrier_declined
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventType is "shipping.cancel_shipment".
+func (ShippingCancelShipmentV1) EventType() Type { return TypeShippingCancelShipment }
+
+// EventVersion is 1.
+func (ShippingCancelShipmentV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p ShippingCancelShipmentV1) PartitionKey() string { return p.SagaID }
+
+// ShippingCreateShipmentV1 is the data of shipping.create_shipment version 1 (events/shipping.create_shipment/v1.schema.json).
+type ShippingCreateShipmentV1 struct {
+	// the saga this command belongs to; the partition key, so one saga's commands and replies stay in order (a checkout saga's id is its order's id)
+	SagaID string `json:"saga_id"`
+	// the saga step, e.g. reserve_credit
+	Step string `json:"step"`
+	// derived from the saga and the step (<saga_id>:<step>), and <key>_compensate for the step's compensation; the same on every retry of the command, so a participant applies the effect once per key and answers a repeat with the reply it already sent
+	IdempotencyKey string `json:"idempotency_key"`
+	// 1 for the first send of this key, n for the n-th; informational only: participants key on idempotency_key, never on this
+	Attempt int64 `json:"attempt"`
+	// the order the saga checks out
+	OrderID string `json:"order_id"`
+	// the order's lines
+	Items []ShippingCreateShipmentV1Item `json:"items"`
+	// where the shipment goes
+	Address ShippingCreateShipmentV1Address `json:"address"`
+}
+
+// ShippingCreateShipmentV1Item is a value of a field of ShippingCreateShipmentV1.
+type ShippingCreateShipmentV1Item struct {
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
+}
+
+// ShippingCreateShipmentV1Address is a value of a field of ShippingCreateShipmentV1.
+type ShippingCreateShipmentV1Address struct {
+	Line1      string `json:"line1"`
+	Line2      string `json:"line2,omitempty"`
+	City       string `json:"city"`
+	PostalCode string `json:"postal_code"`
+	Country    string `json:"country"`
+}
+
+// EventType is "shipping.create_shipment".
+func (ShippingCreateShipmentV1) EventType() Type { return TypeShippingCreateShipment }
+
+// EventVersion is 1.
+func (ShippingCreateShipmentV1) EventVersion() int { return 1 }
+
+// PartitionKey is saga_id, the catalog's key field.
+func (p ShippingCreateShipmentV1) PartitionKey() string { return p.SagaID }
