@@ -175,11 +175,11 @@ type Payment struct {
 	ManualCapture      bool
 	CancellationReason string
 	AmountRefunded     int64
-	Currency       string
-	Metadata       map[string]string
-	Created        time.Time
-	DeclineCode    string
-	DeclineMessage string
+	Currency           string
+	Metadata           map[string]string
+	Created            time.Time
+	DeclineCode        string
+	DeclineMessage     string
 }
 
 // Refund is the provider's view of one refund.
