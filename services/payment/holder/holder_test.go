@@ -172,6 +172,16 @@ func (r *rig) hold(key string) paymentstore.Hold {
 	return h
 }
 
+// attempts is how often the holder took up the command with key.
+func (r *rig) attempts(key string) int {
+	r.t.Helper()
+	c, err := paymentstore.HoldCommandByKey(context.Background(), r.pool, key)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c.Attempts
+}
+
 // intentsWithKey counts the provider's PaymentIntents for a hold key.
 func (r *rig) intentsWithKey(t *testing.T, key string) int {
 	t.Helper()
@@ -229,4 +239,3 @@ func cancelHold(saga string, amount int64) contract.PaymentCancelHoldV1 {
 }
 
 func sagaID(*testing.T) string { return schemas.NewEventID() }
-

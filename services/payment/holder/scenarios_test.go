@@ -163,7 +163,7 @@ func TestProviderOutageThenSuccessHoldsOnce(t *testing.T) {
 			}
 			r.send(authorize(saga, 700, ""))
 			key := saga + ":reserve_credit"
-			eventually(t, "two failed attempts", func() bool { return r.gw.n("authorize", key) >= 2 })
+			eventually(t, "two failed attempts", func() bool { return r.attempts(key) >= 2 })
 			if len(r.replies(key)) != 0 {
 				t.Fatal("a reply was sent while the provider did not answer")
 			}
@@ -182,7 +182,7 @@ func TestProviderOutageThenSuccessHoldsOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.send(capture(saga, 700))
-			eventually(t, "a failed capture attempt", func() bool { return r.gw.n("capture", saga+":capture_payment") >= 1 })
+			eventually(t, "a failed capture attempt", func() bool { return r.attempts(saga+":capture_payment") >= 2 })
 			if err := r.sim.SetFaults(providersim.DefaultFaults()); err != nil {
 				t.Fatal(err)
 			}
