@@ -164,6 +164,9 @@ func TestProviderOutageThenSuccessHoldsOnce(t *testing.T) {
 			r.send(authorize(saga, 700, ""))
 			key := saga + ":reserve_credit"
 			eventually(t, "two failed attempts", func() bool { return r.attempts(key) >= 2 })
+			// A repeat while the outcome is unknown is stored nowhere and
+			// answered by the one reply to come.
+			r.send(authorize(saga, 700, ""))
 			if len(r.replies(key)) != 0 {
 				t.Fatal("a reply was sent while the provider did not answer")
 			}
@@ -173,6 +176,9 @@ func TestProviderOutageThenSuccessHoldsOnce(t *testing.T) {
 			got := r.reply(key)
 			if got.Outcome != contract.SagaStepRepliedV1OutcomeSucceeded {
 				t.Fatalf("reply after the outage: %+v", got)
+			}
+			if n := len(r.replies(key)); n != 1 {
+				t.Fatalf("%d replies to an authorize sent twice before its outcome was known, want 1", n)
 			}
 			if n := r.intentsWithKey(t, key); n != 1 {
 				t.Fatalf("%d PaymentIntents for one hold, want 1", n)
