@@ -13,7 +13,8 @@ import (
 var EventTypes = []string{
 	"payment_intent.created", "payment_intent.processing", "payment_intent.succeeded",
 	"payment_intent.payment_failed", "payment_intent.canceled", "payment_intent.requires_action",
-	"payment_intent.amount_capturable_updated", "charge.succeeded", "charge.refunded", "refund.created",
+	"payment_intent.amount_capturable_updated", "charge.succeeded", "charge.captured", "charge.expired",
+	"charge.refunded", "refund.created",
 }
 
 // CheckWebhookEvents refuses a type the simulator never emits: an endpoint

@@ -87,8 +87,13 @@ func (s *Server) createPaymentIntent(r *request) response {
 	if pm != "" && !knownPaymentMethod(pm) {
 		return invalidRequest("resource_missing", "payment_method", "No such PaymentMethod: '"+pm+"'").response()
 	}
-	if cm, ok := r.form.get("capture_method"); ok && cm != "automatic" && cm != "automatic_async" {
-		return invalidRequest("", "capture_method", "Only automatic capture is supported by provider-sim.").response()
+	captureMethod, _ := r.form.get("capture_method")
+	switch captureMethod {
+	case "", "automatic", "automatic_async":
+		captureMethod = ""
+	case captureManual:
+	default:
+		return invalidRequest("", "capture_method", "Invalid capture_method: must be one of automatic, automatic_async, or manual").response()
 	}
 	confirm, e := r.form.bool("confirm")
 	if e != nil {
@@ -110,6 +115,7 @@ func (s *Server) createPaymentIntent(r *request) response {
 		Seq: s.st.nextSeq(), ID: id, Amount: amount, Currency: strings.ToLower(currency),
 		Status: StatusRequiresPaymentMethod, Created: r.now.Unix(), Description: desc, Metadata: md,
 		PaymentMethod: pm, ClientSecret: id + "_secret_" + strings.TrimPrefix(s.dice.id("cs"), "cs_"),
+		CaptureMethod: captureMethod,
 	}
 	if pm != "" {
 		pi.Status = StatusRequiresConfirmation
@@ -176,6 +182,10 @@ func (s *Server) confirm(r *request, pi *paymentIntent) response {
 		return e.response()
 	}
 	pi.LastPaymentError = nil
+	if pi.manual() {
+		s.authorize(r, pi)
+		return jsonResponse(http.StatusOK, s.renderPI(pi, r.form.expands("latest_charge")))
+	}
 	hold := pi.PaymentMethod == PaymentMethodProcessing || s.dice.chance(streamProcessing, s.faults.ProcessingRate)
 	if hold {
 		pi.Status = StatusProcessing
@@ -236,7 +246,12 @@ func (s *Server) cancelPaymentIntent(r *request) response {
 	pi.CanceledAt = r.now.Unix()
 	pi.CancellationReason = reason
 	s.dirty = true
-	s.emit(r, "payment_intent.canceled", s.renderPI(pi, false), map[string]any{"status": prev})
+	if prev == StatusRequiresCapture { // the authorization is released
+		s.emit(r, "charge.refunded", s.renderCharge(pi), map[string]any{"amount_refunded": 0, "refunded": false})
+		s.emit(r, "payment_intent.canceled", s.renderPI(pi, false), map[string]any{"status": prev, "amount_capturable": pi.Amount})
+	} else {
+		s.emit(r, "payment_intent.canceled", s.renderPI(pi, false), map[string]any{"status": prev})
+	}
 	return jsonResponse(http.StatusOK, s.renderPI(pi, r.form.expands("latest_charge")))
 }
 
@@ -326,8 +341,12 @@ func (s *Server) renderPI(pi *paymentIntent, expandCharge bool) piJSON {
 	if pi.CanceledAt != 0 {
 		out.CanceledAt = &pi.CanceledAt
 	}
-	if pi.Status == StatusSucceeded {
-		out.AmountReceived = pi.Amount
+	out.AmountReceived = pi.received()
+	if pi.Status == StatusRequiresCapture {
+		out.AmountCapturable = pi.Amount
+	}
+	if pi.manual() {
+		out.CaptureMethod = captureManual
 	}
 	if pi.ChargeID != "" {
 		if expandCharge {
@@ -362,10 +381,14 @@ func (s *Server) renderCharge(pi *paymentIntent) chargeJSON {
 	if md == nil {
 		md = map[string]string{}
 	}
-	return chargeJSON{ID: pi.ChargeID, Object: "charge", Amount: pi.Amount, AmountCaptured: pi.Amount,
-		AmountRefunded: pi.AmountRefunded, Captured: true, Created: pi.ChargeCreated, Currency: pi.Currency,
+	// An uncaptured hold's charge is authorized but not captured; what a
+	// partial capture, a cancel or an expiry released counts as refunded,
+	// as on Stripe.
+	refunded := pi.AmountRefunded + pi.released()
+	return chargeJSON{ID: pi.ChargeID, Object: "charge", Amount: pi.Amount, AmountCaptured: pi.received(),
+		AmountRefunded: refunded, Captured: pi.Status == StatusSucceeded, Created: pi.ChargeCreated, Currency: pi.Currency,
 		Metadata: md, Paid: true, PaymentIntent: pi.ID, PaymentMethod: pi.PaymentMethod,
-		Refunded: pi.AmountRefunded >= pi.Amount, Status: "succeeded"}
+		Refunded: refunded >= pi.Amount, Status: "succeeded"}
 }
 
 func mustJSON(v any) json.RawMessage {

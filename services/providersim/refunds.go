@@ -33,7 +33,7 @@ func (s *Server) createRefund(r *request) response {
 		return invalidRequest("payment_intent_unexpected_state", "payment_intent",
 			fmt.Sprintf("This PaymentIntent (%s) does not have a successful charge to refund.", pi.ID)).response()
 	}
-	left := pi.Amount - pi.AmountRefunded
+	left := pi.received() - pi.AmountRefunded
 	amount := left
 	if n, ok, e := r.form.int("amount"); e != nil {
 		return e.response()

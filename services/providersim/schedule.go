@@ -47,10 +47,15 @@ func (s *Server) runJobs(now time.Time) {
 				s.succeed(nil, pi, now)
 			}
 		case jobLateReversal:
-			if pi.Status == StatusSucceeded && pi.AmountRefunded < pi.Amount {
+			if pi.Status == StatusSucceeded && pi.AmountRefunded < pi.received() {
 				s.stats.LateReversals++
-				s.refund(nil, pi, pi.Amount-pi.AmountRefunded, "fraudulent",
+				s.refund(nil, pi, pi.received()-pi.AmountRefunded, "fraudulent",
 					map[string]string{"provider_sim": "late_reversal"}, now)
+			}
+		case jobHoldExpiry:
+			if pi.Status == StatusRequiresCapture {
+				s.stats.HoldsExpired++
+				s.expireHold(pi, now)
 			}
 		}
 	}

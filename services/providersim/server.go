@@ -27,6 +27,10 @@ import (
 // gateway uses, whose webhook verification rejects other release trains.
 const DefaultAPIVersion = "2026-02-25.clover"
 
+// DefaultHoldExpiry is how long Stripe keeps a card authorization
+// capturable by default.
+const DefaultHoldExpiry = 7 * 24 * time.Hour
+
 // DefaultRateLimit is Stripe's test-mode rate limit: requests per second
 // per API key.
 const DefaultRateLimit = 25
@@ -45,6 +49,13 @@ type Config struct {
 	// RateLimit is requests per second per API key; 0 disables the limit.
 	// The burst equals the rate (at least 1).
 	RateLimit float64
+	// HoldExpiry is how long an authorization hold (capture_method=manual)
+	// can be captured; after it the provider cancels the PaymentIntent
+	// (cancellation_reason "automatic", events charge.expired and
+	// payment_intent.canceled) and a capture is refused with
+	// charge_expired_for_capture. Default 7 days, as on Stripe; tests set
+	// seconds.
+	HoldExpiry time.Duration
 	// IdempotencyTTL is how long an Idempotency-Key is remembered
 	// (default 24h, as on Stripe).
 	IdempotencyTTL time.Duration
@@ -113,6 +124,7 @@ type Stats struct {
 	WebhooksPending    int64 `json:"webhooks_pending"`
 	ProcessingHeld     int64 `json:"processing_held"`
 	LateReversals      int64 `json:"late_reversals"`
+	HoldsExpired       int64 `json:"holds_expired"`
 	ForcedStatuses     int64 `json:"forced_statuses"`
 }
 
@@ -149,6 +161,12 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.IdempotencyTTL == 0 {
 		cfg.IdempotencyTTL = 24 * time.Hour
+	}
+	if cfg.HoldExpiry == 0 {
+		cfg.HoldExpiry = DefaultHoldExpiry
+	}
+	if cfg.HoldExpiry < 0 {
+		return nil, fmt.Errorf("providersim: hold expiry %v is negative", cfg.HoldExpiry)
 	}
 	if cfg.SnapshotInterval == 0 {
 		cfg.SnapshotInterval = 200 * time.Millisecond
@@ -276,6 +294,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/payment_intents/{id}", s.api(s.retrievePaymentIntent))
 	m.Handle("POST /v1/payment_intents/{id}/confirm", s.api(s.confirmPaymentIntent))
 	m.Handle("POST /v1/payment_intents/{id}/cancel", s.api(s.cancelPaymentIntent))
+	m.Handle("POST /v1/payment_intents/{id}/capture", s.api(s.capturePaymentIntent))
 	m.Handle("POST /v1/refunds", s.api(s.createRefund))
 	m.Handle("GET /v1/refunds", s.api(s.listRefunds))
 	m.Handle("GET /v1/refunds/{id}", s.api(s.retrieveRefund))

@@ -38,6 +38,44 @@ type paymentIntent struct {
 	CanceledAt         int64             `json:"canceled_at,omitempty"`
 	CancellationReason string            `json:"cancellation_reason,omitempty"`
 	ClientSecret       string            `json:"client_secret"`
+	// CaptureMethod is "manual" for an authorization hold; empty is
+	// Stripe's default, automatic_async.
+	CaptureMethod string `json:"capture_method,omitempty"`
+	// AmountCaptured is what a hold's capture took (at most Amount; the
+	// rest was released). Zero until captured; for automatically captured
+	// payments the whole Amount is received.
+	AmountCaptured int64 `json:"amount_captured,omitempty"`
+}
+
+// manual reports whether the intent authorizes a hold instead of charging.
+func (pi *paymentIntent) manual() bool { return pi.CaptureMethod == captureManual }
+
+// received is what the payment took from the card: the captured part of
+// a hold, or the whole amount of an automatic payment, once succeeded.
+func (pi *paymentIntent) received() int64 {
+	if pi.Status != StatusSucceeded {
+		return 0
+	}
+	if pi.manual() && pi.AmountCaptured > 0 {
+		return pi.AmountCaptured
+	}
+	return pi.Amount
+}
+
+// released is the part of an authorization given back without being
+// captured: the rest after a partial capture, or all of it when the hold
+// was canceled or expired. Stripe shows it in the charge's amount_refunded.
+func (pi *paymentIntent) released() int64 {
+	if !pi.manual() || pi.ChargeID == "" {
+		return 0
+	}
+	switch pi.Status {
+	case StatusSucceeded:
+		return pi.Amount - pi.received()
+	case StatusCanceled:
+		return pi.Amount
+	}
+	return 0
 }
 
 type refund struct {
@@ -80,6 +118,7 @@ type idemRecord struct {
 const (
 	jobResolveProcessing = "resolve_processing"
 	jobLateReversal      = "late_reversal"
+	jobHoldExpiry        = "hold_expiry"
 )
 
 // job is a transition the provider makes by itself at a later time.

@@ -2,11 +2,14 @@
 // intent for every reservation, charges it through the provider gateway
 // (stripe-go, pointed at Stripe or provider-sim), takes the provider's
 // webhooks, refunds payments whose order was cancelled, and applies the
-// reconciler's repair commands through the same canonical writer.
+// reconciler's repair commands through the same canonical writer. For the
+// orchestrated checkout it places, captures and releases authorization
+// holds on the orchestrator's commands and replies saga.step_replied.
 package main
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +19,7 @@ import (
 	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/internal/svc"
 	"github.com/concordhq/concord/services/payment/charger"
+	"github.com/concordhq/concord/services/payment/holder"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/payment/paymentconsumer"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
@@ -34,8 +38,9 @@ func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
 		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
-		Topics: append(append([]string{}, paymentconsumer.Topics...), repair.Topic),
-		Types:  append(append([]contract.Type{}, paymentconsumer.Types...), repair.Types...),
+		// The hold commands share payment-commands with the repairs.
+		Topics: topics(),
+		Types:  append(append(append([]contract.Type{}, paymentconsumer.Types...), repair.Types...), paymentconsumer.HoldTypes...),
 		// The handlers are registered in Setup, which has the service's
 		// outbox writer, before the consumer starts.
 		BatchHandler: paymentconsumer.BatchHandler(&mux), Migrate: migrate,
@@ -50,7 +55,8 @@ func run(ctx context.Context, args []string) error {
 			timeout = fs.Duration("provider-timeout", "PROVIDER_TIMEOUT", 5*time.Second, "bound of one provider call")
 			recheck = fs.Duration("recheck-pending-after", "RECHECK_PENDING_AFTER", 10*time.Second,
 				"read a payment the provider left processing after this long if no webhook settled it (0: leave it to webhooks and the reconciler)")
-			lease = fs.Duration("charge-lease", "CHARGE_LEASE", 15*time.Second, "how long a claimed payment is left to one attempt (must exceed --provider-timeout)")
+			lease = fs.Duration("charge-lease", "CHARGE_LEASE", 15*time.Second,
+				"how long a claimed payment or hold command is left to one attempt (must exceed --provider-timeout)")
 			concurrency = fs.Int("provider-concurrency", "PROVIDER_CONCURRENCY", 64,
 				"provider calls in flight (each waits out the provider's answer, so the charge rate is about this divided by the provider's latency)")
 		},
@@ -58,6 +64,7 @@ func run(ctx context.Context, args []string) error {
 			// The saga's events plus the reconciler's repair commands,
 			// which resolve their findings in the consumer's transaction.
 			paymentconsumer.Register(&mux)
+			paymentconsumer.RegisterHolds(&mux)
 			repair.Register(&mux, env.Outbox)
 			if err := kit.Require("provider-api-key", *apiKey, "webhook-secret", *secret); err != nil {
 				return nil, kit.UsageError{Err: err}
@@ -75,11 +82,25 @@ func run(ctx context.Context, args []string) error {
 			if err != nil {
 				return nil, err
 			}
-			wh.AfterApply = ch.Nudge
+			hl, err := holder.New(holder.Config{Pool: env.Pool, Outbox: env.Outbox, Gateway: gw, Log: env.Log, Concurrency: *concurrency,
+				Lease: *lease, Registerer: env.Ops.Registry})
+			if err != nil {
+				return nil, err
+			}
+			// A webhook that moved a payment may unblock a refund; one that
+			// moved a hold may unblock a command waiting for it.
+			wh.AfterApply = func() { ch.Nudge(); hl.Nudge() }
 			wh.Register(env.API)
-			return []func(context.Context) error{ch.Run}, nil
+			return []func(context.Context) error{ch.Run, hl.Run}, nil
 		},
 	})
+}
+
+// topics are the consumed topics, each once.
+func topics() []string {
+	ts := append(append([]string{}, paymentconsumer.Topics...), repair.Topic, paymentconsumer.HoldTopic)
+	slices.Sort(ts)
+	return slices.Compact(ts)
 }
 
 // migrate applies the payments schema, then the reconciler's tables: the

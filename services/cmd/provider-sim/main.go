@@ -25,6 +25,8 @@ func run(ctx context.Context, args []string) error {
 	dataDir := fs.String("data-dir", "PROVIDERSIM_DATA_DIR", "", "directory for the state snapshot (state.json); empty keeps state in memory only")
 	snapEvery := fs.Duration("snapshot-interval", "PROVIDERSIM_SNAPSHOT_INTERVAL", 200*time.Millisecond, "how often changed state is written to --data-dir")
 	rateLimit := fs.Float("rate-limit", "PROVIDERSIM_RATE_LIMIT", providersim.DefaultRateLimit, "requests per second per API key before 429 rate_limit; 0 disables")
+	holdExpiry := fs.Duration("hold-expiry", "PROVIDERSIM_HOLD_EXPIRY", providersim.DefaultHoldExpiry,
+		"how long an authorization hold (capture_method=manual) can be captured before the provider cancels it (Stripe: 7 days)")
 	idemTTL := fs.Duration("idempotency-ttl", "PROVIDERSIM_IDEMPOTENCY_TTL", 24*time.Hour, "how long an Idempotency-Key is remembered")
 	hooks := fs.String("webhook-url", "PROVIDERSIM_WEBHOOK_URLS", "", "comma-separated webhook endpoints that receive the --webhook-events")
 	hookEvents := fs.String("webhook-events", "PROVIDERSIM_WEBHOOK_EVENTS", "*",
@@ -92,15 +94,15 @@ func run(ctx context.Context, args []string) error {
 		return kit.Usagef("--webhook-concurrency %d: must be at least 1", *hookConc)
 	case *attempts < 1:
 		return kit.Usagef("--webhook-max-attempts %d: must be at least 1", *attempts)
-	case *idemTTL <= 0 || *backoff <= 0 || *maxBackoff <= 0 || *hookTimeout <= 0 || *snapEvery <= 0:
-		return kit.Usagef("--idempotency-ttl, --webhook-backoff, --webhook-max-backoff, --webhook-timeout and --snapshot-interval must be positive")
+	case *idemTTL <= 0 || *holdExpiry <= 0 || *backoff <= 0 || *maxBackoff <= 0 || *hookTimeout <= 0 || *snapEvery <= 0:
+		return kit.Usagef("--idempotency-ttl, --hold-expiry, --webhook-backoff, --webhook-max-backoff, --webhook-timeout and --snapshot-interval must be positive")
 	}
 	log, err := logFlags.NewLogger(os.Stderr, "provider-sim")
 	if err != nil {
 		return kit.UsageError{Err: err}
 	}
 	sim, err := providersim.New(providersim.Config{
-		APIKey: *apiKey, Seed: uint64(*seed), Faults: faults, RateLimit: *rateLimit, IdempotencyTTL: *idemTTL,
+		APIKey: *apiKey, Seed: uint64(*seed), Faults: faults, RateLimit: *rateLimit, IdempotencyTTL: *idemTTL, HoldExpiry: *holdExpiry,
 		DataDir: *dataDir, SnapshotInterval: *snapEvery, WebhookEndpoints: endpoints, WebhookEvents: events, WebhookSecret: *secret,
 		WebhookMaxAttempts: *attempts, WebhookConcurrency: *hookConc, WebhookBackoff: *backoff, WebhookMaxBackoff: *maxBackoff,
 		WebhookTimeout: *hookTimeout, APIVersion: *apiVersion, Admin: *admin, Logger: log,

@@ -26,6 +26,7 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/charger"
+	"github.com/concordhq/concord/services/payment/holder"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/payment/paymentstore"
 )
@@ -99,7 +100,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // two of them (payment_intent.created, charge.succeeded).
 var Events = []string{
 	"payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled",
-	"payment_intent.processing", "refund.created",
+	"payment_intent.processing", "payment_intent.amount_capturable_updated", "refund.created",
 }
 
 // apply stores the delivery, then applies it. The common delivery is news
@@ -119,6 +120,9 @@ func (h *Webhook) apply(ctx context.Context, ev paymentprovider.Event, body []by
 	}
 	if !pending {
 		return "duplicate", nil
+	}
+	if ev.Payment != nil && ev.Payment.ManualCapture {
+		return h.applyHold(ctx, ev)
 	}
 	o, ok := observationOf(ev)
 	switch {
@@ -197,4 +201,43 @@ func unchanged(p paymentstore.Payment, o paymentstore.Observation) bool {
 	}
 	d, err := payment.Decide(p.Status, o.To)
 	return err == nil && d != payment.Apply
+}
+
+// applyHold applies what an event says about an authorization hold (a
+// manual-capture PaymentIntent of the orchestrated checkout) to its
+// payment_holds row: authorized (amount_capturable_updated), captured
+// (succeeded), declined (payment_failed), released or expired (canceled).
+// The row only moves forward, so a late or repeated event changes
+// nothing. The holder's commands read the row: a capture finds an expired
+// hold refused without calling the provider, and a hold whose authorize
+// answer was lost is known as soon as its webhook arrives.
+func (h *Webhook) applyHold(ctx context.Context, ev paymentprovider.Event) (result string, err error) {
+	switch ev.Type {
+	case "payment_intent.amount_capturable_updated", "payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled":
+	default:
+		return "ignored", paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "ignored")
+	}
+	to, ok := holder.StatusOf(*ev.Payment)
+	if !ok {
+		return "ignored", paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "ignored")
+	}
+	ch := paymentstore.HoldChange{To: to, ProviderPaymentID: ev.PaymentID, Observed: ev.Payment.ProviderStatus,
+		AmountCaptured: ev.Payment.AmountReceived, FailureReason: ev.Payment.DeclineCode}
+	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
+		found, moved, err := paymentstore.ObserveHold(ctx, tx, ev.PaymentID, ev.Payment.Metadata["hold_key"], ch)
+		switch {
+		case errors.Is(err, paymentstore.ErrProviderMismatch):
+			result = "provider_mismatch"
+		case err != nil:
+			return err
+		case !found:
+			result = "unknown_payment"
+		case moved:
+			result = "applied"
+		default:
+			result = "unchanged"
+		}
+		return paymentstore.MarkProviderEventApplied(ctx, tx, ev.ID, result)
+	})
+	return result, err
 }

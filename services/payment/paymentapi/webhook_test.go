@@ -39,7 +39,11 @@ type rig struct {
 	sent map[string][]byte // event type → last body the provider sent
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, providersim.Config{}) }
+
+// newRigWith is newRig with a simulator configured by cfg (its webhook
+// fields and faults are the rig's).
+func newRigWith(t *testing.T, cfg providersim.Config) *rig {
 	t.Helper()
 	r := &rig{pool: testkit.NewPool(t, outbox.Migrate, paymentstore.Migrate), sent: map[string][]byte{}}
 	wh, err := paymentapi.NewWebhook(r.pool, outbox.Writer{}, secret, slog.New(slog.DiscardHandler), nil)
@@ -59,8 +63,9 @@ func newRig(t *testing.T) *rig {
 		r.mu.Unlock()
 	}))
 	t.Cleanup(recorder.Close)
-	sim, err := providersim.New(providersim.Config{WebhookEndpoints: []string{recorder.URL}, WebhookSecret: secret,
-		WebhookEvents: paymentapi.Events, Faults: providersim.DefaultFaults()})
+	cfg.WebhookEndpoints, cfg.WebhookSecret, cfg.WebhookEvents = []string{recorder.URL}, secret, paymentapi.Events
+	cfg.Faults = providersim.DefaultFaults()
+	sim, err := providersim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,10 @@
 //   - ErrIdempotencyConflict: the key was already used with other
 //     parameters; a bug in how keys are derived, never retry.
 //   - ErrInvalidRequest: any other refusal (4xx); retrying will not help.
-//   - A card decline is not an error: CreateAndConfirm returns the payment
-//     with StatusDeclined.
+//   - ErrHoldExpired: a capture came after the authorization hold expired
+//     at the provider; nothing was captured and nothing ever will be.
+//   - A card decline is not an error: CreateAndConfirm and Authorize return
+//     the payment with StatusDeclined.
 //
 // Every write carries an Idempotency-Key the caller derived from its own
 // stored intent; the gateway refuses to write without one.
@@ -32,6 +34,7 @@ var (
 	ErrIdempotencyConflict = errors.New("paymentprovider: idempotency key reused with other parameters")
 	ErrInvalidRequest      = errors.New("paymentprovider: invalid request")
 	ErrBadSignature        = errors.New("paymentprovider: webhook signature rejected")
+	ErrHoldExpired         = errors.New("paymentprovider: authorization hold expired")
 )
 
 // Config says where the provider is and how to reach it.
@@ -98,11 +101,13 @@ func New(cfg Config) (*Client, error) {
 // Status is a payment's state as the payment service sees it.
 type Status string
 
-// Statuses. Pending covers Stripe's requires_* states; Refunded means the
-// whole amount came back (a partial refund stays Succeeded with
-// AmountRefunded set).
+// Statuses. Pending covers Stripe's requires_* states but
+// requires_capture, which is Authorized: a hold waiting to be captured or
+// released. Refunded means the whole amount came back (a partial refund
+// stays Succeeded with AmountRefunded set).
 const (
 	StatusPending    Status = "pending"
+	StatusAuthorized Status = "authorized"
 	StatusProcessing Status = "processing"
 	StatusSucceeded  Status = "succeeded"
 	StatusDeclined   Status = "declined"
@@ -128,9 +133,10 @@ func StatusOf(providerStatus string, declined bool, amount, amountRefunded int64
 			return StatusDeclined
 		}
 		return StatusPending
-	case stripe.PaymentIntentStatusRequiresConfirmation, stripe.PaymentIntentStatusRequiresAction,
-		stripe.PaymentIntentStatusRequiresCapture:
+	case stripe.PaymentIntentStatusRequiresConfirmation, stripe.PaymentIntentStatusRequiresAction:
 		return StatusPending
+	case stripe.PaymentIntentStatusRequiresCapture:
+		return StatusAuthorized
 	case stripe.PaymentIntentStatusCanceled:
 		return StatusCanceled
 	}
@@ -155,18 +161,25 @@ type Intent struct {
 	Metadata       map[string]string
 }
 
-// Payment is the provider's view of one PaymentIntent.
+// Payment is the provider's view of one PaymentIntent. For a hold,
+// AmountCapturable is what can still be captured and AmountReceived what
+// was; AmountRefunded (from the charge) includes what a partial capture,
+// a cancel or an expiry released, as Stripe reports it.
 type Payment struct {
-	ProviderID     string
-	Status         Status
-	ProviderStatus string
-	Amount         int64
-	AmountRefunded int64
-	Currency       string
-	Metadata       map[string]string
-	Created        time.Time
-	DeclineCode    string
-	DeclineMessage string
+	ProviderID         string
+	Status             Status
+	ProviderStatus     string
+	Amount             int64
+	AmountCapturable   int64
+	AmountReceived     int64
+	ManualCapture      bool
+	CancellationReason string
+	AmountRefunded     int64
+	Currency           string
+	Metadata           map[string]string
+	Created            time.Time
+	DeclineCode        string
+	DeclineMessage     string
 }
 
 // Refund is the provider's view of one refund.
@@ -189,6 +202,8 @@ type Page[T any] struct {
 
 func paymentFrom(pi *stripe.PaymentIntent) Payment {
 	p := Payment{ProviderID: pi.ID, ProviderStatus: string(pi.Status), Amount: pi.Amount,
+		AmountCapturable: pi.AmountCapturable, AmountReceived: pi.AmountReceived,
+		ManualCapture: pi.CaptureMethod == stripe.PaymentIntentCaptureMethodManual, CancellationReason: string(pi.CancellationReason),
 		Currency: string(pi.Currency), Metadata: pi.Metadata, Created: time.Unix(pi.Created, 0).UTC()}
 	if pi.LatestCharge != nil {
 		p.AmountRefunded = pi.LatestCharge.AmountRefunded
@@ -222,6 +237,8 @@ func classify(err error) error {
 		case se.HTTPStatusCode == http.StatusTooManyRequests, se.HTTPStatusCode >= 500,
 			se.HTTPStatusCode == http.StatusConflict:
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		case se.Code == stripe.ErrorCodeChargeExpiredForCapture:
+			return fmt.Errorf("%w: %w", ErrHoldExpired, err)
 		case se.Type == stripe.ErrorTypeIdempotency:
 			return fmt.Errorf("%w: %w", ErrIdempotencyConflict, err)
 		case se.Code == stripe.ErrorCodeResourceMissing && se.HTTPStatusCode == http.StatusNotFound:

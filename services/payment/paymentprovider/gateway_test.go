@@ -302,7 +302,7 @@ func TestStatusOf(t *testing.T) {
 		{"requires_payment_method", false, 100, 0, paymentprovider.StatusPending},
 		{"requires_confirmation", false, 100, 0, paymentprovider.StatusPending},
 		{"requires_action", false, 100, 0, paymentprovider.StatusPending},
-		{"requires_capture", false, 100, 0, paymentprovider.StatusPending},
+		{"requires_capture", false, 100, 0, paymentprovider.StatusAuthorized},
 		{"canceled", false, 100, 0, paymentprovider.StatusCanceled},
 		{"canceled", true, 100, 0, paymentprovider.StatusCanceled},
 		{"something_new", false, 100, 0, paymentprovider.StatusUnknown},

@@ -21,6 +21,22 @@ import (
 // as a webhook or through Get. On ErrUnavailable the charge may or may not
 // exist: call again with the same key.
 func (c *Client) CreateAndConfirm(ctx context.Context, in Intent) (Payment, error) {
+	return c.createAndConfirm(ctx, in, false)
+}
+
+// Authorize places an authorization hold: a PaymentIntent with
+// capture_method=manual, created and confirmed in one call with
+// in.IdempotencyKey, that comes back StatusAuthorized (Stripe's
+// requires_capture) until Capture takes it, CancelHold releases it, or it
+// expires at the provider (then StatusCanceled). Declines and errors are
+// reported as by CreateAndConfirm: a decline is StatusDeclined with a nil
+// error; on ErrUnavailable the hold may or may not exist, so call again
+// with the same key.
+func (c *Client) Authorize(ctx context.Context, in Intent) (Payment, error) {
+	return c.createAndConfirm(ctx, in, true)
+}
+
+func (c *Client) createAndConfirm(ctx context.Context, in Intent, manual bool) (Payment, error) {
 	if in.IdempotencyKey == "" {
 		return Payment{}, fmt.Errorf("%w: create payment: an idempotency key is required", ErrInvalidRequest)
 	}
@@ -29,6 +45,9 @@ func (c *Client) CreateAndConfirm(ctx context.Context, in Intent) (Payment, erro
 		Currency:      stripe.String(in.Currency),
 		PaymentMethod: stripe.String(in.PaymentMethod),
 		Confirm:       stripe.Bool(true),
+	}
+	if manual {
+		params.CaptureMethod = stripe.String(string(stripe.PaymentIntentCaptureMethodManual))
 	}
 	if in.Description != "" {
 		params.Description = stripe.String(in.Description)
@@ -132,4 +151,49 @@ func (c *Client) Refund(ctx context.Context, providerID, idemKey string) (Refund
 		return Refund{}, fmt.Errorf("paymentprovider: refund %s (idempotency key %s): %w", providerID, idemKey, classify(err))
 	}
 	return refundFrom(r), nil
+}
+
+// Capture takes an authorization hold: all of it when amount is 0, else
+// amount of it (the rest is released), with idemKey as the
+// Idempotency-Key, so a retry after a timeout returns the capture that
+// happened instead of failing on a spent hold. A hold that expired at the
+// provider is ErrHoldExpired; one in any other state than authorized
+// (captured with another key, canceled) is ErrInvalidRequest.
+func (c *Client) Capture(ctx context.Context, providerID string, amount int64, idemKey string) (Payment, error) {
+	if idemKey == "" {
+		return Payment{}, fmt.Errorf("%w: capture %s: an idempotency key is required", ErrInvalidRequest, providerID)
+	}
+	if amount < 0 {
+		return Payment{}, fmt.Errorf("%w: capture %s: amount %d is negative", ErrInvalidRequest, providerID, amount)
+	}
+	params := &stripe.PaymentIntentCaptureParams{}
+	if amount > 0 {
+		params.AmountToCapture = stripe.Int64(amount)
+	}
+	params.AddExpand("latest_charge")
+	params.SetIdempotencyKey(idemKey)
+	pi, err := c.sc.V1PaymentIntents.Capture(ctx, providerID, params)
+	if err != nil {
+		return Payment{}, fmt.Errorf("paymentprovider: capture %s (idempotency key %s): %w", providerID, idemKey, classify(err))
+	}
+	return paymentFrom(pi), nil
+}
+
+// CancelHold releases an authorization hold that was not captured, with
+// idemKey as the Idempotency-Key; the payment comes back StatusCanceled.
+// Canceling a payment that is no longer cancelable (captured, already
+// canceled with another key, expired) is ErrInvalidRequest: read it with
+// Get to see which.
+func (c *Client) CancelHold(ctx context.Context, providerID, idemKey string) (Payment, error) {
+	if idemKey == "" {
+		return Payment{}, fmt.Errorf("%w: cancel hold %s: an idempotency key is required", ErrInvalidRequest, providerID)
+	}
+	params := &stripe.PaymentIntentCancelParams{CancellationReason: stripe.String(string(stripe.PaymentIntentCancellationReasonAbandoned))}
+	params.AddExpand("latest_charge")
+	params.SetIdempotencyKey(idemKey)
+	pi, err := c.sc.V1PaymentIntents.Cancel(ctx, providerID, params)
+	if err != nil {
+		return Payment{}, fmt.Errorf("paymentprovider: cancel hold %s (idempotency key %s): %w", providerID, idemKey, classify(err))
+	}
+	return paymentFrom(pi), nil
 }
