@@ -112,7 +112,7 @@ Where to look next (the services stop when the demo ends; add --keep-running to 
   stock          curl -s %[2]s/stock | jq '.stock[:3]'
   metrics        curl -s %[3]s/metrics | grep concord_
   provider       curl -s %[4]s/__admin/stats | jq
-  reconciler     PAYMENTS_DATABASE_URL='%[6]s' %[9]s/reconciler findings list --all
+  reconciler     %[9]s/reconciler findings list --all --database-url '%[6]s'
   console        make console   (a web UI over this run's data: order timelines, outbox, dead letters, findings)
   databases      psql '%[5]s' -c 'select status, reason, count(*) from orders group by 1, 2'
                  psql '%[6]s' -c 'select status, count(*), sum(amount) from payments group by 1'
