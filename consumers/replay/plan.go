@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -41,18 +40,11 @@ type Target struct {
 // new offset. It changes nothing.
 func Prepare(ctx context.Context, adm *kadm.Client, group string, target Target, spec Spec) (Plan, error) {
 	plan := Plan{Group: group, Spec: spec}
-	described, err := adm.DescribeGroups(ctx, group)
+	described, err := DescribeGroups(ctx, adm, group)
 	if err != nil {
-		return plan, fmt.Errorf("describe group %s: %w", group, err)
+		return plan, err
 	}
-	state := ""
-	if d, ok := described[group]; ok {
-		if d.Err != nil && !errors.Is(d.Err, kerrGroupIDNotFound) {
-			return plan, fmt.Errorf("describe group %s: %w", group, d.Err)
-		}
-		state = d.State
-	}
-	if err := CheckInactive(group, state); err != nil {
+	if err := CheckInactive(described[group]); err != nil {
 		return plan, err
 	}
 	committed, err := adm.FetchOffsets(ctx, group)
@@ -178,6 +170,11 @@ func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 		})
 		return set, nil
 	}
+	// The selection is the same whatever the order of the arguments: a bare
+	// topic selects all its partitions, "topic:0,2" those partitions. As in
+	// Apache's tool, a partition selected twice (by "T" and "T:1", or by
+	// "T:1,1") is refused; naming a bare topic twice is not.
+	whole := map[string]bool{}
 	explicit := map[string][]int32{}
 	var names []string
 	for _, arg := range target.Topics {
@@ -187,7 +184,7 @@ func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 		}
 		names = append(names, topic)
 		if !hasList {
-			explicit[topic] = nil
+			whole[topic] = true
 			continue
 		}
 		for _, s := range strings.Split(list, ",") {
@@ -197,6 +194,12 @@ func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 			}
 			explicit[topic] = append(explicit[topic], int32(n))
 		}
+	}
+	if dup := duplicateSelection(whole, explicit); dup != "" {
+		return nil, fmt.Errorf("partition %s is selected twice by --topic; name it once (a bare topic selects all its partitions)", dup)
+	}
+	for topic := range whole {
+		explicit[topic] = nil
 	}
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
@@ -228,4 +231,25 @@ func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 		return nil, fmt.Errorf("the partitions %q do not exist", strings.Join(missing, ","))
 	}
 	return set, nil
+}
+
+// duplicateSelection returns the first partition ("topic-p") that the
+// explicit lists name twice, or that a list names while its topic is also
+// named bare; "" when there is none.
+func duplicateSelection(whole map[string]bool, explicit map[string][]int32) string {
+	var dups []string
+	for topic, ps := range explicit {
+		seen := map[int32]bool{}
+		for _, p := range ps {
+			if seen[p] || whole[topic] {
+				dups = append(dups, fmt.Sprintf("%s-%d", topic, p))
+			}
+			seen[p] = true
+		}
+	}
+	if len(dups) == 0 {
+		return ""
+	}
+	sort.Strings(dups)
+	return dups[0]
 }

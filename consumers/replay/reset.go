@@ -185,13 +185,3 @@ func ParseDuration(s string) (time.Duration, error) {
 // ErrGroupActive is returned when a reset is asked for while the group has
 // members: their in-memory positions would overwrite the reset.
 var ErrGroupActive = errors.New("group is active")
-
-// CheckInactive applies Apache's rule: a reset is allowed only in the Empty
-// or Dead (unknown) state.
-func CheckInactive(group, state string) error {
-	switch state {
-	case "Empty", "Dead", "":
-		return nil
-	}
-	return fmt.Errorf("%w: Assignments can only be reset if the group '%s' is inactive, but the current state is %s. Stop its consumers first", ErrGroupActive, group, state)
-}

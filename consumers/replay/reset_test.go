@@ -2,6 +2,7 @@ package replay
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -120,13 +121,27 @@ func TestCheckInactiveRefusesLiveGroups(t *testing.T) {
 	for state, ok := range map[string]bool{
 		"Empty": true, "Dead": true, "": true,
 		"Stable": false, "PreparingRebalance": false, "CompletingRebalance": false,
+		"Assigning": false, "Reconciling": false,
 	} {
-		err := CheckInactive("g", state)
+		err := CheckInactive(Group{Name: "g", State: state})
 		if (err == nil) != ok {
 			t.Errorf("state %q: err = %v", state, err)
 		}
 		if err != nil && !errors.Is(err, ErrGroupActive) {
 			t.Errorf("state %q: %v is not ErrGroupActive", state, err)
+		}
+		want := "Assignments can only be reset if the group 'g' is inactive, but the current state is " + state + "."
+		if err != nil && !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("state %q: %q does not end with Apache's sentence %q", state, err, want)
+		}
+	}
+}
+
+func TestApacheStateSpellsTheConsumerProtocolStatesAsApacheDoes(t *testing.T) {
+	for in, want := range map[string]string{"stable": "Stable", "reconciling": "Reconciling", "assigning": "Assigning",
+		"empty": "Empty", "dead": "Dead", "PreparingRebalance": "PreparingRebalance", "Weird": "Weird"} {
+		if got := apacheState(in); got != want {
+			t.Errorf("apacheState(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
