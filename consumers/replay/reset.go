@@ -57,6 +57,7 @@ type Spec struct {
 	Strategy Strategy
 	Offset   int64     // ToOffset: the offset; ShiftBy: the shift
 	Time     time.Time // ToDatetime and ByDuration (already resolved against now)
+	Note     string    // how a surprising --to-datetime was read (ParseDateTime), to show the user
 }
 
 // Partition is what the cluster says of one partition: its log start and
@@ -122,30 +123,6 @@ func addSaturating(a, b int64) int64 {
 		return -1 << 63
 	}
 	return s
-}
-
-// ParseDateTime parses --to-datetime as Apache's tool does:
-// yyyy-MM-ddTHH:mm:ss.SSS with an optional zone (Z, ±HH, ±HHmm, ±HH:mm);
-// without a zone the time is UTC. RFC 3339 is accepted as well.
-func ParseDateTime(s string) (time.Time, error) {
-	date, clock, ok := strings.Cut(s, "T")
-	if !ok || date == "" {
-		return time.Time{}, fmt.Errorf("--to-datetime %q: it does not contain a 'T' according to ISO8601 format (want yyyy-MM-ddTHH:mm:ss.SSS[zone])", s)
-	}
-	if !strings.ContainsAny(clock, "+-Z") {
-		s += "Z"
-	}
-	for _, layout := range []string{
-		"2006-01-02T15:04:05.000Z07:00",
-		"2006-01-02T15:04:05.000Z0700",
-		"2006-01-02T15:04:05.000Z07",
-		time.RFC3339Nano,
-	} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("--to-datetime %q: want yyyy-MM-ddTHH:mm:ss.SSS with an optional zone, e.g. 2026-11-29T12:00:00.000+01:00", s)
 }
 
 var isoDuration = regexp.MustCompile(`^([-+]?)P(?:([-+]?[0-9]+)D)?(?:T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?$`)

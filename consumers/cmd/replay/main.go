@@ -87,6 +87,10 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
+	if spec.Note != "" {
+		fmt.Fprintf(stderr, "note: --to-datetime %s is %s, %s\n", *toDatetime, spec.Time.Format("2006-01-02T15:04:05.000Z07:00"), spec.Note)
+	}
+
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	conn, err := kf.Config().Opts()
@@ -175,11 +179,11 @@ func specFromFlags(earliest, latest, current bool, toOffset, shiftBy, toDatetime
 		add("--shift-by", replay.Spec{Strategy: replay.ShiftBy, Offset: n})
 	}
 	if toDatetime != "" {
-		t, err := replay.ParseDateTime(toDatetime)
+		t, note, err := replay.ParseDateTime(toDatetime)
 		if err != nil {
 			return replay.Spec{}, kit.UsageError{Err: err}
 		}
-		add("--to-datetime", replay.Spec{Strategy: replay.ToDatetime, Time: t})
+		add("--to-datetime", replay.Spec{Strategy: replay.ToDatetime, Time: t, Note: note})
 	}
 	if byDuration != "" {
 		d, err := replay.ParseDuration(byDuration)
