@@ -30,10 +30,13 @@ type Plan struct {
 
 // Target selects the partitions to reset: every partition the group has
 // committed offsets for (All, Apache's --all-topics), or the given topics,
-// each "topic" (all its partitions) or "topic:0,2" (those partitions).
+// each "topic" (all its partitions) or "topic:0,2" (those partitions). For
+// the FromFile strategy the file's partitions are the selection and All and
+// Topics are not used.
 type Target struct {
 	All    bool
 	Topics []string
+	File   FileOffsets
 }
 
 // Prepare checks that the group is inactive and decides each partition's
@@ -55,12 +58,17 @@ func Prepare(ctx context.Context, adm *kadm.Client, group string, target Target,
 		return plan, fmt.Errorf("fetch committed offsets of %s: %w", group, err)
 	}
 
-	parts, err := selectPartitions(ctx, adm, committed, target)
+	var parts tpSet
+	if spec.Strategy == FromFile {
+		parts, err = fileSelection(ctx, adm, group, target.File)
+	} else {
+		parts, err = selectPartitions(ctx, adm, committed, target)
+	}
 	if err != nil {
 		return plan, err
 	}
 	if len(parts) == 0 {
-		return plan, fmt.Errorf("group %s has no committed offsets and no topic was named: nothing to reset", group)
+		return plan, nil // --all-topics of a group without commits: nothing to reset, as Apache answers
 	}
 	topics := parts.topics()
 	starts, err := adm.ListStartOffsets(ctx, topics...)
@@ -97,6 +105,9 @@ func Prepare(ctx context.Context, adm *kadm.Client, group string, target Target,
 		p.Start, p.End = s.Offset, e.Offset
 		if c, ok := committed.Lookup(tp.topic, tp.partition); ok && c.At >= 0 {
 			p.Committed = c.At
+		}
+		if spec.Strategy == FromFile {
+			p.Requested = target.File[group][TopicPartition{tp.topic, tp.partition}]
 		}
 		if atTime != nil {
 			if a, ok := atTime.Lookup(tp.topic, tp.partition); ok && a.Offset >= 0 {
@@ -201,6 +212,30 @@ func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 	for topic := range whole {
 		explicit[topic] = nil
 	}
+	return existing(ctx, adm, names, explicit)
+}
+
+// fileSelection is the partitions a --from-file plan names for the group.
+func fileSelection(ctx context.Context, adm *kadm.Client, group string, file FileOffsets) (tpSet, error) {
+	offsets, ok := file[group]
+	if !ok {
+		return nil, fmt.Errorf("no reset plan for group %s found in the file (it has %s)", group, strings.Join(file.Groups(), ", "))
+	}
+	explicit := map[string][]int32{}
+	var names []string
+	for k := range offsets {
+		if explicit[k.Topic] == nil {
+			names = append(names, k.Topic)
+		}
+		explicit[k.Topic] = append(explicit[k.Topic], k.Partition)
+	}
+	return existing(ctx, adm, names, explicit)
+}
+
+// existing checks that the topics and partitions exist and returns them; a
+// nil partition list stands for every partition of the topic.
+func existing(ctx context.Context, adm *kadm.Client, names []string, explicit map[string][]int32) (tpSet, error) {
+	set := tpSet{}
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
 		return nil, fmt.Errorf("describe topics: %w", err)

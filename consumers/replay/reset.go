@@ -30,6 +30,7 @@ const (
 	ShiftBy                        // committed + Spec.Offset, clamped to [start, end]; error if none committed
 	ToDatetime                     // first offset with timestamp >= Spec.Time; the log end offset if none
 	ByDuration                     // as ToDatetime with now - duration
+	FromFile                       // Partition.Requested (a --from-file plan), clamped to [start, end]
 )
 
 func (s Strategy) String() string {
@@ -48,6 +49,8 @@ func (s Strategy) String() string {
 		return "to-datetime"
 	case ByDuration:
 		return "by-duration"
+	case FromFile:
+		return "from-file"
 	}
 	return "unknown"
 }
@@ -63,7 +66,8 @@ type Spec struct {
 // Partition is what the cluster says of one partition: its log start and
 // end offsets, the group's committed offset (Committed < 0 when none), and
 // for time-based strategies the first offset at or after Spec.Time
-// (AtTime < 0 when no record is that recent).
+// (AtTime < 0 when no record is that recent); for FromFile the offset the
+// file asks for.
 type Partition struct {
 	Topic     string
 	Partition int32
@@ -71,6 +75,7 @@ type Partition struct {
 	End       int64
 	Committed int64
 	AtTime    int64
+	Requested int64
 }
 
 // NewOffset decides the partition's new offset exactly as Apache Kafka's
@@ -88,6 +93,8 @@ func NewOffset(s Spec, p Partition) (int64, error) {
 		return p.End, nil
 	case ToOffset:
 		return clamp(s.Offset, p.Start, p.End), nil
+	case FromFile:
+		return clamp(p.Requested, p.Start, p.End), nil
 	case ShiftBy:
 		if p.Committed < 0 {
 			return 0, fmt.Errorf("cannot shift offset for partition %s-%d since there is no current committed offset", p.Topic, p.Partition)
