@@ -16,20 +16,32 @@ type Plans []Plan
 // offset" for a single group (single is how many --group the user gave,
 // as Apache decides), "group,topic,partition,offset" otherwise; no header.
 func (ps Plans) WriteCSV(w io.Writer, single bool) error {
-	cw := csv.NewWriter(w)
+	var b strings.Builder
 	for _, p := range ps {
 		for _, r := range p.Rows {
-			rec := []string{r.Topic, strconv.FormatInt(int64(r.Partition), 10), strconv.FormatInt(r.New, 10)}
 			if !single {
-				rec = append([]string{p.Group}, rec...)
+				b.WriteString(csvQuote(p.Group) + ",")
 			}
-			if err := cw.Write(rec); err != nil {
-				return err
-			}
+			fmt.Fprintf(&b, "%s,%d,%d\n", csvQuote(r.Topic), r.Partition, r.New)
 		}
 	}
-	cw.Flush()
-	return cw.Error()
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// csvQuote quotes a value where Apache's CSV writer (Jackson's, with its
+// loose check) does, so an export is the same bytes as Apache's: values
+// longer than 24 characters, or holding a character below '-' (a blank, a
+// comma, a quote…) or a backslash.
+func csvQuote(v string) string {
+	need := len(v) > 24
+	for i := 0; i < len(v) && !need; i++ {
+		need = v[i] < '-' || v[i] == '\\'
+	}
+	if !need {
+		return v
+	}
+	return `"` + strings.ReplaceAll(v, `"`, `""`) + `"`
 }
 
 // FileOffsets are the offsets a --from-file CSV asks for, by group.
@@ -78,6 +90,9 @@ func ReadCSV(r io.Reader, groups []string) (FileOffsets, error) {
 		o, err := strconv.ParseInt(rec[2], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("reset plan line %d: offset %q is not an integer", i+1, rec[2])
+		}
+		if o < 0 {
+			return nil, fmt.Errorf("reset plan line %d: invalid negative offset %d", i+1, o)
 		}
 		if out[group] == nil {
 			out[group] = map[TopicPartition]int64{}

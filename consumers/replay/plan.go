@@ -23,9 +23,10 @@ type Row struct {
 
 // Plan is the new offsets for a group, decided but not yet applied.
 type Plan struct {
-	Group string
-	Spec  Spec
-	Rows  []Row
+	Group    string
+	Spec     Spec
+	Rows     []Row
+	Warnings []string // Apache's warnings, e.g. a time after the last record
 }
 
 // Target selects the partitions to reset: every partition the group has
@@ -113,6 +114,9 @@ func Prepare(ctx context.Context, adm *kadm.Client, group string, target Target,
 			if a, ok := atTime.Lookup(tp.topic, tp.partition); ok && a.Offset >= 0 {
 				p.AtTime = a.Offset
 			}
+		}
+		if atTime != nil && p.AtTime < 0 {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("Warn: Partition %d from topic %s is empty. Falling back to latest known offset.", p.Partition, p.Topic))
 		}
 		n, err := NewOffset(spec, p)
 		if err != nil {

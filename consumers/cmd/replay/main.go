@@ -228,6 +228,9 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		for _, w := range plan.Warnings {
+			fmt.Fprintln(stderr, w)
+		}
 		plans = append(plans, plan)
 	}
 	refusal := func() error {
