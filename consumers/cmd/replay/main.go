@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/concordhq/concord/consumers/internal/clientprops"
 	"github.com/concordhq/concord/consumers/replay"
 	"github.com/concordhq/concord/infra/kit"
 )
@@ -121,7 +122,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return kit.Usagef("REPLAY_TIMEOUT=%q: %v", v, err)
 		}
 	}
-	fs.Var(&o.timeout, "timeout", "overall deadline: milliseconds (as Apache's --timeout) or a duration; default 60s [REPLAY_TIMEOUT]")
+	fs.Var(&o.timeout, "timeout", "overall deadline: milliseconds (as Apache's --timeout) or a duration [REPLAY_TIMEOUT]")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -298,13 +299,32 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // clientOpts are the connection options: the Kafka flags, with
-// --command-config's security settings over them.
+// --command-config's security settings over them when it sets
+// security.protocol.
 func clientOpts(o options, stderr io.Writer) ([]kgo.Opt, error) {
-	conn, err := o.kf.Config().Opts()
+	kc := o.kf.Config()
+	if o.commandConfig == "" {
+		conn, err := kc.Opts()
+		if err != nil {
+			return nil, kit.UsageError{Err: err}
+		}
+		return conn, nil
+	}
+	props, err := clientprops.Load(o.commandConfig)
+	if err != nil {
+		return nil, kit.Usagef("--command-config %v", err)
+	}
+	for _, w := range props.Warnings {
+		fmt.Fprintf(stderr, "warning: --command-config: %s\n", w)
+	}
+	if props.Protocol != "" {
+		kc.TLS, kc.TLSCAFile, kc.SASLMechanism = false, "", ""
+	}
+	conn, err := kc.Opts()
 	if err != nil {
 		return nil, kit.UsageError{Err: err}
 	}
-	return conn, nil
+	return append(conn, props.Opts()...), nil
 }
 
 func withAdmin(o options, stderr io.Writer, fn func(*kadm.Client) error) error {
