@@ -168,6 +168,8 @@ func TestReplayPlansAgreeWithApacheConsumerGroupCommand(t *testing.T) {
 		c("one of its partitions and the topic", g(full), s("--topic", A+":1", "--topic", A, "--to-earliest")),
 		c("a partition twice", g(full), s("--topic", A+":1,1", "--to-earliest")),
 		c("a topic twice", g(full), s("--topic", A, "--topic", A, "--to-earliest")),
+		c("a partition that does not exist", g(full), s("--topic", A+":7", "--to-earliest", "--timeout", "1000")),
+		c("a topic that does not exist", g(full), s("--topic", A+"-missing", "--to-earliest", "--timeout", "1000")),
 		c("two groups", g(full, part), s("--all-topics", "--to-earliest")),
 		c("two groups shift-by, one without a commit", g(full, part), topicA, s("--shift-by", "-1")),
 		c("an unknown group", g(none), topicA, s("--to-earliest")),
