@@ -109,6 +109,17 @@ func TestReplayDescribeListDeleteOffsetsAndSeveralGroups(t *testing.T) {
 	if err != nil || !strings.Contains(out, "#PARTITIONS") || !containsRowPrefix(out, live) {
 		t.Errorf("--describe --members: %v\n%s", err, out)
 	}
+	// --all-groups describes every group of the cluster, ours among them.
+	out, _, err = cli(t, f.k, "--describe", "--state", "--all-groups")
+	if err != nil || !containsRowPrefix(out, g1) || !containsRowPrefix(out, live) {
+		t.Errorf("--describe --state --all-groups: %v, lacks %s or %s", err, g1, live)
+	}
+	// A dry run over --all-groups plans the inactive groups and refuses the
+	// live one.
+	out, errOut, err = cli(t, f.k, "--all-groups", "--topic", f.topic, "--to-earliest", "--export")
+	if err == nil || !strings.Contains(errOut, "'"+live+"' is inactive") || !strings.Contains(out, `"`+g2+`","`+f.topic+`",0,0`) {
+		t.Errorf("--all-groups dry run: %v\n%s\n%s", err, out, errOut)
+	}
 	out, _, err = cli(t, f.k, "--list")
 	if err != nil || !strings.Contains("\n"+out, "\n"+g1+"\n") || !strings.Contains("\n"+out, "\n"+live+"\n") {
 		t.Errorf("--list: %v, lacks %s or %s", err, g1, live)
