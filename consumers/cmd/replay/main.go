@@ -91,7 +91,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	var o options
 	o.kf = kit.AddKafkaFlags(fs)
-	fs.StringVar(&o.commandConfig, "command-config", "", "Kafka client properties file (security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config…), as Apache's tools read it; overrides the TLS and SASL flags")
+	fs.StringVar(&o.commandConfig, "command-config", "", "Kafka client properties file (security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config, sasl.oauthbearer.token.endpoint.url…), as Apache's tools read it; overrides the TLS and SASL flags")
 	fs.Var(&o.groups, "group", "consumer group (repeatable); its consumers must be stopped for a reset")
 	fs.BoolVar(&o.allGroups, "all-groups", false, "every consumer group of the cluster")
 	fs.Var(&o.topics, "topic", "topic T or partitions T:P,P to reset or delete offsets of (repeatable; the union, a partition at most once)")

@@ -1,7 +1,7 @@
 // Package clientprops reads a Kafka client properties file, the
 // --command-config of Apache's tools, into franz-go options: the security
 // protocol, TLS trust and client certificates in PEM form, and the SASL
-// PLAIN and SCRAM mechanisms with their JAAS login.
+// PLAIN, SCRAM and OAUTHBEARER mechanisms with their JAAS login.
 //
 // It answers a property it cannot honour with an error naming it (a JKS
 // keystore, the GSSAPI mechanism) rather than connecting without it, and a
@@ -73,6 +73,7 @@ var used = map[string]bool{
 	"ssl.truststore.type": true, "ssl.truststore.location": true, "ssl.truststore.certificates": true, "ssl.truststore.password": true,
 	"ssl.keystore.type": true, "ssl.keystore.location": true, "ssl.keystore.certificate.chain": true, "ssl.keystore.key": true,
 	"ssl.keystore.password": true, "ssl.key.password": true, "ssl.endpoint.identification.algorithm": true,
+	"sasl.oauthbearer.token.endpoint.url": true, "sasl.login.callback.handler.class": true,
 }
 
 // FromProperties interprets the properties.
@@ -276,8 +277,10 @@ func saslMechanism(props map[string]string) (sasl.Mechanism, error) {
 		wantModule = "org.apache.kafka.common.security.plain.PlainLoginModule"
 	case "SCRAM-SHA-256", "SCRAM-SHA-512":
 		wantModule = "org.apache.kafka.common.security.scram.ScramLoginModule"
+	case "OAUTHBEARER":
+		wantModule = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 	default:
-		return nil, fmt.Errorf("sasl.mechanism %s is not supported: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
+		return nil, fmt.Errorf("sasl.mechanism %s is not supported: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", mech)
 	}
 	jaas, ok := props["sasl.jaas.config"]
 	if !ok {
@@ -289,6 +292,9 @@ func saslMechanism(props map[string]string) (sasl.Mechanism, error) {
 	}
 	if login.Module != wantModule {
 		return nil, fmt.Errorf("sasl.jaas.config: login module %s does not go with sasl.mechanism %s (want %s)", login.Module, mech, wantModule)
+	}
+	if mech == "OAUTHBEARER" {
+		return oauthBearer(props["sasl.oauthbearer.token.endpoint.url"], login.Options)
 	}
 	user, pass := login.Options["username"], login.Options["password"]
 	if user == "" || pass == "" {
