@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -24,35 +23,32 @@ type Row struct {
 
 // Plan is the new offsets for a group, decided but not yet applied.
 type Plan struct {
-	Group string
-	Spec  Spec
-	Rows  []Row
+	Group    string
+	Spec     Spec
+	Rows     []Row
+	Warnings []string // Apache's warnings, e.g. a time after the last record
 }
 
 // Target selects the partitions to reset: every partition the group has
 // committed offsets for (All, Apache's --all-topics), or the given topics,
-// each "topic" (all its partitions) or "topic:0,2" (those partitions).
+// each "topic" (all its partitions) or "topic:0,2" (those partitions). For
+// the FromFile strategy the file's partitions are the selection and All and
+// Topics are not used.
 type Target struct {
 	All    bool
 	Topics []string
+	File   FileOffsets
 }
 
 // Prepare checks that the group is inactive and decides each partition's
 // new offset. It changes nothing.
 func Prepare(ctx context.Context, adm *kadm.Client, group string, target Target, spec Spec) (Plan, error) {
 	plan := Plan{Group: group, Spec: spec}
-	described, err := adm.DescribeGroups(ctx, group)
+	described, err := DescribeGroups(ctx, adm, group)
 	if err != nil {
-		return plan, fmt.Errorf("describe group %s: %w", group, err)
+		return plan, err
 	}
-	state := ""
-	if d, ok := described[group]; ok {
-		if d.Err != nil && !errors.Is(d.Err, kerrGroupIDNotFound) {
-			return plan, fmt.Errorf("describe group %s: %w", group, d.Err)
-		}
-		state = d.State
-	}
-	if err := CheckInactive(group, state); err != nil {
+	if err := CheckInactive(described[group]); err != nil {
 		return plan, err
 	}
 	committed, err := adm.FetchOffsets(ctx, group)
@@ -63,12 +59,17 @@ func Prepare(ctx context.Context, adm *kadm.Client, group string, target Target,
 		return plan, fmt.Errorf("fetch committed offsets of %s: %w", group, err)
 	}
 
-	parts, err := selectPartitions(ctx, adm, committed, target)
+	var parts tpSet
+	if spec.Strategy == FromFile {
+		parts, err = fileSelection(ctx, adm, group, target.File)
+	} else {
+		parts, err = selectPartitions(ctx, adm, committed, target)
+	}
 	if err != nil {
 		return plan, err
 	}
 	if len(parts) == 0 {
-		return plan, fmt.Errorf("group %s has no committed offsets and no topic was named: nothing to reset", group)
+		return plan, nil // --all-topics of a group without commits: nothing to reset, as Apache answers
 	}
 	topics := parts.topics()
 	starts, err := adm.ListStartOffsets(ctx, topics...)
@@ -106,10 +107,16 @@ func Prepare(ctx context.Context, adm *kadm.Client, group string, target Target,
 		if c, ok := committed.Lookup(tp.topic, tp.partition); ok && c.At >= 0 {
 			p.Committed = c.At
 		}
+		if spec.Strategy == FromFile {
+			p.Requested = target.File[group][TopicPartition{tp.topic, tp.partition}]
+		}
 		if atTime != nil {
 			if a, ok := atTime.Lookup(tp.topic, tp.partition); ok && a.Offset >= 0 {
 				p.AtTime = a.Offset
 			}
+		}
+		if atTime != nil && p.AtTime < 0 {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("Warn: Partition %d from topic %s is empty. Falling back to latest known offset.", p.Partition, p.Topic))
 		}
 		n, err := NewOffset(spec, p)
 		if err != nil {
@@ -178,6 +185,11 @@ func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 		})
 		return set, nil
 	}
+	// The selection is the same whatever the order of the arguments: a bare
+	// topic selects all its partitions, "topic:0,2" those partitions. As in
+	// Apache's tool, a partition selected twice (by "T" and "T:1", or by
+	// "T:1,1") is refused; naming a bare topic twice is not.
+	whole := map[string]bool{}
 	explicit := map[string][]int32{}
 	var names []string
 	for _, arg := range target.Topics {
@@ -187,7 +199,7 @@ func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 		}
 		names = append(names, topic)
 		if !hasList {
-			explicit[topic] = nil
+			whole[topic] = true
 			continue
 		}
 		for _, s := range strings.Split(list, ",") {
@@ -198,6 +210,36 @@ func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 			explicit[topic] = append(explicit[topic], int32(n))
 		}
 	}
+	if dup := duplicateSelection(whole, explicit); dup != "" {
+		return nil, fmt.Errorf("partition %s is selected twice by --topic; name it once (a bare topic selects all its partitions)", dup)
+	}
+	for topic := range whole {
+		explicit[topic] = nil
+	}
+	return existing(ctx, adm, names, explicit)
+}
+
+// fileSelection is the partitions a --from-file plan names for the group.
+func fileSelection(ctx context.Context, adm *kadm.Client, group string, file FileOffsets) (tpSet, error) {
+	offsets, ok := file[group]
+	if !ok {
+		return nil, fmt.Errorf("no reset plan for group %s found in the file (it has %s)", group, strings.Join(file.Groups(), ", "))
+	}
+	explicit := map[string][]int32{}
+	var names []string
+	for k := range offsets {
+		if explicit[k.Topic] == nil {
+			names = append(names, k.Topic)
+		}
+		explicit[k.Topic] = append(explicit[k.Topic], k.Partition)
+	}
+	return existing(ctx, adm, names, explicit)
+}
+
+// existing checks that the topics and partitions exist and returns them; a
+// nil partition list stands for every partition of the topic.
+func existing(ctx context.Context, adm *kadm.Client, names []string, explicit map[string][]int32) (tpSet, error) {
+	set := tpSet{}
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
 		return nil, fmt.Errorf("describe topics: %w", err)
@@ -228,4 +270,25 @@ func selectPartitions(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 		return nil, fmt.Errorf("the partitions %q do not exist", strings.Join(missing, ","))
 	}
 	return set, nil
+}
+
+// duplicateSelection returns the first partition ("topic-p") that the
+// explicit lists name twice, or that a list names while its topic is also
+// named bare; "" when there is none.
+func duplicateSelection(whole map[string]bool, explicit map[string][]int32) string {
+	var dups []string
+	for topic, ps := range explicit {
+		seen := map[int32]bool{}
+		for _, p := range ps {
+			if seen[p] || whole[topic] {
+				dups = append(dups, fmt.Sprintf("%s-%d", topic, p))
+			}
+			seen[p] = true
+		}
+	}
+	if len(dups) == 0 {
+		return ""
+	}
+	sort.Strings(dups)
+	return dups[0]
 }

@@ -30,6 +30,7 @@ const (
 	ShiftBy                        // committed + Spec.Offset, clamped to [start, end]; error if none committed
 	ToDatetime                     // first offset with timestamp >= Spec.Time; the log end offset if none
 	ByDuration                     // as ToDatetime with now - duration
+	FromFile                       // Partition.Requested (a --from-file plan), clamped to [start, end]
 )
 
 func (s Strategy) String() string {
@@ -48,6 +49,8 @@ func (s Strategy) String() string {
 		return "to-datetime"
 	case ByDuration:
 		return "by-duration"
+	case FromFile:
+		return "from-file"
 	}
 	return "unknown"
 }
@@ -57,12 +60,14 @@ type Spec struct {
 	Strategy Strategy
 	Offset   int64     // ToOffset: the offset; ShiftBy: the shift
 	Time     time.Time // ToDatetime and ByDuration (already resolved against now)
+	Note     string    // how a surprising --to-datetime was read (ParseDateTime), to show the user
 }
 
 // Partition is what the cluster says of one partition: its log start and
 // end offsets, the group's committed offset (Committed < 0 when none), and
 // for time-based strategies the first offset at or after Spec.Time
-// (AtTime < 0 when no record is that recent).
+// (AtTime < 0 when no record is that recent); for FromFile the offset the
+// file asks for.
 type Partition struct {
 	Topic     string
 	Partition int32
@@ -70,6 +75,7 @@ type Partition struct {
 	End       int64
 	Committed int64
 	AtTime    int64
+	Requested int64
 }
 
 // NewOffset decides the partition's new offset exactly as Apache Kafka's
@@ -87,6 +93,8 @@ func NewOffset(s Spec, p Partition) (int64, error) {
 		return p.End, nil
 	case ToOffset:
 		return clamp(s.Offset, p.Start, p.End), nil
+	case FromFile:
+		return clamp(p.Requested, p.Start, p.End), nil
 	case ShiftBy:
 		if p.Committed < 0 {
 			return 0, fmt.Errorf("cannot shift offset for partition %s-%d since there is no current committed offset", p.Topic, p.Partition)
@@ -122,30 +130,6 @@ func addSaturating(a, b int64) int64 {
 		return -1 << 63
 	}
 	return s
-}
-
-// ParseDateTime parses --to-datetime as Apache's tool does:
-// yyyy-MM-ddTHH:mm:ss.SSS with an optional zone (Z, ±HH, ±HHmm, ±HH:mm);
-// without a zone the time is UTC. RFC 3339 is accepted as well.
-func ParseDateTime(s string) (time.Time, error) {
-	date, clock, ok := strings.Cut(s, "T")
-	if !ok || date == "" {
-		return time.Time{}, fmt.Errorf("--to-datetime %q: it does not contain a 'T' according to ISO8601 format (want yyyy-MM-ddTHH:mm:ss.SSS[zone])", s)
-	}
-	if !strings.ContainsAny(clock, "+-Z") {
-		s += "Z"
-	}
-	for _, layout := range []string{
-		"2006-01-02T15:04:05.000Z07:00",
-		"2006-01-02T15:04:05.000Z0700",
-		"2006-01-02T15:04:05.000Z07",
-		time.RFC3339Nano,
-	} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("--to-datetime %q: want yyyy-MM-ddTHH:mm:ss.SSS with an optional zone, e.g. 2026-11-29T12:00:00.000+01:00", s)
 }
 
 var isoDuration = regexp.MustCompile(`^([-+]?)P(?:([-+]?[0-9]+)D)?(?:T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?$`)
@@ -185,13 +169,3 @@ func ParseDuration(s string) (time.Duration, error) {
 // ErrGroupActive is returned when a reset is asked for while the group has
 // members: their in-memory positions would overwrite the reset.
 var ErrGroupActive = errors.New("group is active")
-
-// CheckInactive applies Apache's rule: a reset is allowed only in the Empty
-// or Dead (unknown) state.
-func CheckInactive(group, state string) error {
-	switch state {
-	case "Empty", "Dead", "":
-		return nil
-	}
-	return fmt.Errorf("%w: Assignments can only be reset if the group '%s' is inactive, but the current state is %s. Stop its consumers first", ErrGroupActive, group, state)
-}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,34 +62,6 @@ func TestNewOffsetMatchesApacheResetOffsets(t *testing.T) {
 	}
 }
 
-func TestParseDateTimeAcceptsApacheFormats(t *testing.T) {
-	want := time.Date(2026, 11, 29, 11, 0, 0, 500e6, time.UTC)
-	for _, in := range []string{
-		"2026-11-29T11:00:00.500",       // no zone: UTC, as Apache
-		"2026-11-29T11:00:00.500Z",      //
-		"2026-11-29T12:00:00.500+01:00", // XXX
-		"2026-11-29T12:00:00.500+0100",  // XX / Z
-		"2026-11-29T12:00:00.500+01",    // X
-		"2026-11-29T06:00:00.500-05:00", //
-		"2026-11-29T11:00:00.5Z",        // RFC 3339
-		"2026-11-29T12:00:00.500000+01:00",
-	} {
-		got, err := ParseDateTime(in)
-		if err != nil {
-			t.Errorf("%s: %v", in, err)
-			continue
-		}
-		if !got.Equal(want) {
-			t.Errorf("%s = %v, want %v", in, got, want)
-		}
-	}
-	for _, bad := range []string{"2026-11-29", "yesterday", "2026-11-29T25:00:00.000"} {
-		if _, err := ParseDateTime(bad); err == nil {
-			t.Errorf("%s: no error", bad)
-		}
-	}
-}
-
 func TestParseDurationAcceptsJavaDurations(t *testing.T) {
 	tests := map[string]time.Duration{
 		"PT15M":       15 * time.Minute,
@@ -120,13 +93,27 @@ func TestCheckInactiveRefusesLiveGroups(t *testing.T) {
 	for state, ok := range map[string]bool{
 		"Empty": true, "Dead": true, "": true,
 		"Stable": false, "PreparingRebalance": false, "CompletingRebalance": false,
+		"Assigning": false, "Reconciling": false,
 	} {
-		err := CheckInactive("g", state)
+		err := CheckInactive(Group{Name: "g", State: state})
 		if (err == nil) != ok {
 			t.Errorf("state %q: err = %v", state, err)
 		}
 		if err != nil && !errors.Is(err, ErrGroupActive) {
 			t.Errorf("state %q: %v is not ErrGroupActive", state, err)
+		}
+		want := "Assignments can only be reset if the group 'g' is inactive, but the current state is " + state + "."
+		if err != nil && !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("state %q: %q does not end with Apache's sentence %q", state, err, want)
+		}
+	}
+}
+
+func TestApacheStateSpellsTheConsumerProtocolStatesAsApacheDoes(t *testing.T) {
+	for in, want := range map[string]string{"stable": "Stable", "reconciling": "Reconciling", "assigning": "Assigning",
+		"empty": "Empty", "dead": "Dead", "PreparingRebalance": "PreparingRebalance", "Weird": "Weird"} {
+		if got := apacheState(in); got != want {
+			t.Errorf("apacheState(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

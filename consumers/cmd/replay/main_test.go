@@ -212,7 +212,62 @@ func TestReplayRefusesGroupWithLiveMembers(t *testing.T) {
 	if err == nil {
 		t.Fatalf("replay of a live group succeeded:\n%s", out)
 	}
-	want := fmt.Sprintf("Assignments can only be reset if the group '%s' is inactive, but the current state is Stable", f.group)
+	want := fmt.Sprintf("Assignments can only be reset if the group '%s' is inactive, but the current state is Stable.", f.group)
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
+	}
+	if after := committed(t, f); after != before {
+		t.Fatalf("offsets changed: %s -> %s", before, after)
+	}
+}
+
+// TestReplayRefusesLiveConsumerProtocolGroup holds a KIP-848 group live:
+// the classic DescribeGroups call answers GROUP_ID_NOT_FOUND for it, so a
+// tool that asks only that call takes the group for dead and resets it
+// under its members.
+func TestReplayRefusesLiveConsumerProtocolGroup(t *testing.T) {
+	f := newFixture(t, 2)
+	f.produce(t, 10, false)
+	cl := f.k.Client(t, kgo.ConsumerGroup(f.group), kgo.ConsumeTopics(f.topic), kgo.ServerSideBalancer(),
+		kgo.Balancers(kgo.RangeBalancer()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(100*time.Millisecond))
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	t.Cleanup(func() { close(stop); <-polled })
+	go func() {
+		defer close(polled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			cl.PollFetches(ctx)
+			cancel()
+		}
+	}()
+	adm := f.k.Admin(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d, err := adm.DescribeConsumerGroups(ctx, f.group)
+		cancel()
+		if err == nil && strings.EqualFold(d[f.group].State, "stable") && len(d[f.group].Members) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer-protocol group did not become stable: %v %+v", err, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.waitCommitted(t)
+	before := committed(t, f)
+
+	out, err := f.replay(t, "--group", f.group, "--topic", f.topic, "--to-earliest", "--execute")
+	if err == nil {
+		t.Fatalf("replay of a live consumer-protocol group succeeded:\n%s", out)
+	}
+	want := fmt.Sprintf("Assignments can only be reset if the group '%s' is inactive, but the current state is Stable.", f.group)
 	if !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not say %q", err, want)
 	}
@@ -266,5 +321,52 @@ func TestReplayDLQAppliesAFixedRecordOnce(t *testing.T) {
 	// Nothing left to replay; a second replay re-publishes nothing.
 	if out, err = f.replay(t, "dlq", "--group", f.group, "--database-url", f.dbURL, "--execute"); err != nil || !strings.Contains(out, "No pending") {
 		t.Fatalf("second dlq replay: %v\n%s", err, out)
+	}
+}
+
+// TestReplayTopicSelectionDoesNotDependOnOrder: the partitions selected by
+// several --topic arguments are the same in any order; a partition selected
+// twice is refused either way, as Apache's tool refuses it.
+func TestReplayTopicSelectionDoesNotDependOnOrder(t *testing.T) {
+	f := newFixture(t, 3)
+	T := f.topic
+	partitions := func(out string) string {
+		var ps []string
+		for _, line := range strings.Split(out, "\n") {
+			if fields := strings.Fields(line); len(fields) == 5 && fields[1] == T {
+				ps = append(ps, fields[2])
+			}
+		}
+		return strings.Join(sortStrings(ps), ",")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // the selected partitions; "" when refused
+	}{
+		{[]string{T, T + ":1"}, ""},
+		{[]string{T + ":1", T}, ""},
+		{[]string{T + ":1,1"}, ""},
+		{[]string{T, T}, "0,1,2"},
+		{[]string{T + ":2", T + ":0"}, "0,2"},
+		{[]string{T + ":0", T + ":2"}, "0,2"},
+	} {
+		args := []string{"--group", f.group, "--to-earliest"}
+		for _, a := range tc.args {
+			args = append(args, "--topic", a)
+		}
+		out, err := f.replay(t, args...)
+		if tc.want == "" {
+			if err == nil || !strings.Contains(err.Error(), "partition "+T+"-1 is selected twice") {
+				t.Errorf("--topic %v: err = %v, want a refusal naming %s-1\n%s", tc.args, err, T, out)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("--topic %v: %v\n%s", tc.args, err, out)
+			continue
+		}
+		if got := partitions(out); got != tc.want {
+			t.Errorf("--topic %v selected partitions %q, want %q\n%s", tc.args, got, tc.want, out)
+		}
 	}
 }
