@@ -30,7 +30,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stdout)
 	return fs.Dispatch(ctx, args, []kit.Command{
 		{Name: "tail", Summary: "print the events of topics from the beginning, the end, an offset or a time",
-			Run: func(ctx context.Context, args []string) error { return runTail(ctx, args, stdout) }},
+			Run: func(ctx context.Context, args []string) error { return runTail(ctx, args, stdout, stderr) }},
 		{Name: "produce", Summary: "validate events from FILE (or stdin) against the catalog and append them",
 			Run: func(ctx context.Context, args []string) error { return runProduce(ctx, args, stdout) }},
 	})
@@ -85,7 +85,7 @@ func (c *common) codec(ctx context.Context) (Codec, error) {
 	return Codec{Catalog: cat, Avro: serde, AvroIDs: ids}, nil
 }
 
-func runTail(ctx context.Context, args []string, out io.Writer) error {
+func runTail(ctx context.Context, args []string, out, errOut io.Writer) error {
 	c := newCommon("tail", "eventctl tail prints the events of topics, decoded and checked with the schema catalog.", out)
 	fs := c.fs
 	fs.SetUsage("eventctl tail [flags]")
@@ -98,6 +98,7 @@ func runTail(ctx context.Context, args []string, out io.Writer) error {
 	maxEvents := fs.Int("max", "", 0, "stop after printing this many events (0: no limit)")
 	follow := fs.Bool("follow", "", false, "keep waiting for new events (the default with --from end and no --offset/--since); without it tail stops at the end offsets it found on start")
 	format := fs.String("format", "", "text", "output: text (one readable line per event) or json (one JSON object per line)")
+	idleEnd := fs.Duration("idle-end", "", DefaultIdleEnd, "without --follow: stop when no record came for this long (offsets that hold no record: transaction markers, compaction); the partitions not read to their end are named on stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -150,7 +151,7 @@ func runTail(ctx context.Context, args []string, out io.Writer) error {
 	}
 	w := bufio.NewWriter(out)
 	defer w.Flush()
-	_, err = tail(ctx, cl, ranges, *follow, *maxEvents, codec, filter, func(ev Event) error {
+	_, short, err := tail(ctx, cl, ranges, *follow, *maxEvents, *idleEnd, codec, filter, func(ev Event) error {
 		if _, err := fmt.Fprintln(w, print(ev)); err != nil {
 			return err
 		}
@@ -160,6 +161,10 @@ func runTail(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return nil
 	})
+	if len(short) > 0 {
+		fmt.Fprintf(errOut, "eventctl: no record for %v, stopped before the end offsets of %s (offsets without records, or a slow broker: a longer --idle-end waits more)\n",
+			*idleEnd, strings.Join(short, ", "))
+	}
 	return err
 }
 

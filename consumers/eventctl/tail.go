@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -53,16 +54,20 @@ func bounds(ctx context.Context, adm *kadm.Client, topics []string, st Start) (m
 	return out, nil
 }
 
-// idleEnd is how long tail without --follow waits for a record before it
-// takes a partition's remaining offsets for ones that hold no record
-// (transaction markers, compacted away).
-const idleEnd = 5 * time.Second
+// DefaultIdleEnd is how long tail without --follow waits for a record
+// before it takes a partition's remaining offsets for ones that hold no
+// record (transaction markers, compacted away).
+const DefaultIdleEnd = 5 * time.Second
 
 // tail consumes the ranges and hands every kept event to print, until
 // every partition reached the end it had when tail started (unless
-// follow), max events were printed (0: no limit), or ctx ends.
+// follow), max events were printed (0: no limit), or ctx ends. Without
+// follow, a poll that brings nothing for idleEnd ends it too; the
+// partitions it stopped short of are returned ("topic/partition"), so
+// the caller can say so: a slow broker looks the same as offsets that
+// hold no record.
 func tail(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32]Range, follow bool, maxEvents int,
-	codec Codec, filter Filter, print func(Event) error) (int, error) {
+	idleEnd time.Duration, codec Codec, filter Filter, print func(Event) error) (int, []string, error) {
 	offsets := map[string]map[int32]kgo.Offset{}
 	pending := map[string]map[int32]int64{} // partitions still to read up to their end
 	for t, ps := range ranges {
@@ -94,17 +99,24 @@ func tail(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32]Range
 		fetches := cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
-			return printed, nil
+			return printed, nil, nil
 		}
 		if fetches.IsClientClosed() {
-			return printed, errors.New("kafka client closed")
+			return printed, nil, errors.New("kafka client closed")
 		}
 		if pctx.Err() != nil && fetches.NumRecords() == 0 {
-			return printed, nil // idle: what is left holds no records
+			var short []string
+			for t, ps := range pending {
+				for p := range ps {
+					short = append(short, fmt.Sprintf("%s/%d", t, p))
+				}
+			}
+			sort.Strings(short)
+			return printed, short, nil
 		}
 		for _, fe := range fetches.Errors() {
 			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
-				return printed, fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+				return printed, nil, fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 			}
 		}
 		var err error
@@ -127,13 +139,13 @@ func tail(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32]Range
 			}
 		})
 		if err != nil {
-			return printed, err
+			return printed, nil, err
 		}
 		if maxEvents > 0 && printed >= maxEvents {
-			return printed, nil
+			return printed, nil, nil
 		}
 	}
-	return printed, nil
+	return printed, nil, nil
 }
 
 func toRecord(r *kgo.Record) Record {
