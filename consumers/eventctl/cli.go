@@ -141,7 +141,15 @@ func runTail(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	defer cl.Close()
-	b, err := bounds(ctx, kadm.NewClient(cl), topics, st)
+	adm := kadm.NewClient(cl)
+	if *topicsFlag == "" {
+		// The catalog names topics a deployment may never have created
+		// (a flow it does not run): tail the ones that exist.
+		if topics, err = existing(ctx, adm, topics); err != nil {
+			return err
+		}
+	}
+	b, err := bounds(ctx, adm, topics, st)
 	if err != nil {
 		return err
 	}
@@ -166,6 +174,25 @@ func runTail(ctx context.Context, args []string, out, errOut io.Writer) error {
 			*idleEnd, strings.Join(short, ", "))
 	}
 	return err
+}
+
+// existing keeps the topics the cluster has, in their order; none is an
+// error naming them.
+func existing(ctx context.Context, adm *kadm.Client, topics []string) ([]string, error) {
+	details, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	var out []string
+	for _, t := range topics {
+		if d, ok := details[t]; ok && d.Err == nil {
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("none of the topics %v exists", topics)
+	}
+	return out, nil
 }
 
 // topicsOf lists the topics tail reads: --topic, else those of the types

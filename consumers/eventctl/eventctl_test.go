@@ -438,3 +438,47 @@ func TestRegistryGivesTheAvroSchemaIDs(t *testing.T) {
 		t.Fatalf("tail without ids: %v\n%s", err, out)
 	}
 }
+
+// A deployment creates only the topics of the flows it runs: a tail over
+// the catalog reads the ones that exist instead of failing on the others.
+func TestTailOverTheCatalogReadsTheTopicsThatExist(t *testing.T) {
+	k := testkit.NewKafka(t)
+	cat := schemas.MustDefault()
+	prefix := testkit.UniqueName(t, "evctl") + "."
+	var ex example
+	for _, e := range examples(t, cat) {
+		if e.typ == "order.created" {
+			ex = e
+			break
+		}
+	}
+	entry, _ := cat.Lookup(ex.typ)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := k.Admin(t)
+	resp, err := adm.CreateTopic(ctx, 1, 1, nil, prefix+entry.Topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), prefix+entry.Topic) })
+	file := filepath.Join(t.TempDir(), "one.json")
+	if err := os.WriteFile(file, ex.body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, k, "produce", file, "--topic-prefix", prefix); err != nil {
+		t.Fatalf("produce: %v\n%s", err, out)
+	}
+	out, err := run(t, k, "tail", "--from", "beginning", "--topic-prefix", prefix, "--format", "json")
+	if err != nil {
+		t.Fatalf("tail over a catalog whose topics mostly do not exist: %v\n%s", err, out)
+	}
+	if ls := parseLines(t, out); len(ls) != 1 || ls[0].Error != "" || ls[0].Key != ex.key {
+		t.Fatalf("tail printed %+v, want the one order.created keyed %s", ls, ex.key)
+	}
+	if _, err := run(t, k, "tail", "--from", "beginning", "--topic-prefix", testkit.UniqueName(t, "none")+"."); err == nil {
+		t.Fatal("tail where no catalog topic exists succeeded; want an error")
+	}
+}
