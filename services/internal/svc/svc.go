@@ -47,6 +47,9 @@ type Spec struct {
 	Migrate      func(ctx context.Context, pool *pgxpool.Pool) error
 	// Flags registers the service's own flags before parsing.
 	Flags func(fs *kit.FlagSet)
+	// CheckFlags, when set, judges the service's own flag values after
+	// parsing and before anything connects; its error is a usage error.
+	CheckFlags func() error
 	// Setup mounts the API on env.Ops.Mux and returns the service's
 	// workers, each run until ctx is done.
 	Setup func(ctx context.Context, env *Env) ([]func(context.Context) error, error)
@@ -101,6 +104,11 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	}
 	if err := kit.Require("database-url", *dbURL); err != nil {
 		return kit.UsageError{Err: err}
+	}
+	if spec.CheckFlags != nil {
+		if err := spec.CheckFlags(); err != nil {
+			return kit.UsageError{Err: err}
+		}
 	}
 	switch {
 	case *fetchWait < 10*time.Millisecond: // the client's own floor
