@@ -25,6 +25,12 @@ type Saga struct {
 	// terminal.
 	Deadline      time.Time
 	AwaitingReply bool
+	// CommandID is the event id of the latest command sent. A failure
+	// answers one send only (participants do not keep failures, so the
+	// next send may succeed): a failure reply counts only when it answers
+	// this command while it is awaited; an older or repeated one is a
+	// duplicate. A success counts whichever send it answers.
+	CommandID string
 	// Context holds what replies taught the saga (the hold's payment
 	// intent, the shipment id): later commands carry it.
 	Context                map[string]string
@@ -56,6 +62,8 @@ type Reply struct {
 	Succeeded   bool
 	Reason      string
 	Retryable   bool
+	// CommandID is the event id of the command answered.
+	CommandID string
 	// Details are remembered in the saga's Context (non-empty values).
 	Details map[string]string
 }
@@ -140,7 +148,10 @@ func OnReply(def *Definition, s Saga, r Reply, now time.Time) (Decision, error) 
 		return d, nil
 	}
 	st := &d.Saga.Steps[i]
+	current := r.Succeeded || (s.AwaitingReply && r.CommandID == s.CommandID)
 	switch {
+	case !current && ((kind == Execute && st.Status == StepRunning) || (kind == Compensate && st.Status == StepCompensating)):
+		d.Absorbed = AbsorbedDuplicate // a failure already counted, or of an earlier send
 	case kind == Execute && st.Status == StepRunning:
 		d.Changed = true
 		switch {

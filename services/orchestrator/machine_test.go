@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -32,7 +33,10 @@ func run(t *testing.T, answers map[string][]answer) (orchestrator.Saga, []string
 	now := t0
 	d := orchestrator.Start(def, "s1", now)
 	var sent, exhausted []string
-	for range 100 {
+	for n := range 100 {
+		if len(d.Commands) > 0 {
+			d.Saga.CommandID = fmt.Sprint("cmd-", n) // the store's outbox event id
+		}
 		sent = append(sent, cmdNames(d.Commands)...)
 		exhausted = append(exhausted, d.Exhausted...)
 		s := d.Saga
@@ -77,7 +81,7 @@ func reply(s orchestrator.Saga, c orchestrator.Command, a answer) orchestrator.R
 	if c.Kind == orchestrator.Compensate {
 		typ = sd.CompensateType
 	}
-	r := orchestrator.Reply{Step: c.Step, CommandType: typ, Key: c.Key, Succeeded: a.ok, Retryable: a.retryable}
+	r := orchestrator.Reply{Step: c.Step, CommandType: typ, Key: c.Key, Succeeded: a.ok, Retryable: a.retryable, CommandID: s.CommandID}
 	if !a.ok {
 		r.Reason = "nope"
 	}
@@ -363,5 +367,33 @@ func TestBuildFillsTheCommandsFromTheInputAndTheReplies(t *testing.T) {
 	}
 	if err := def.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A failure answers one send: repeated, or answering an earlier send, it
+// must not count as another failed attempt (the compensation would be
+// given up after fewer sends than its policy allows).
+func TestAFailureReplyCountsOnlyForTheSendItAnswers(t *testing.T) {
+	now := t0
+	d := orchestrator.Start(def, "s1", now)
+	d.Saga.CommandID = "c1"
+	d, _ = orchestrator.OnReply(def, d.Saga, orchestrator.Reply{Step: "reserve_credit", CommandType: contract.TypePaymentAuthorizeHold,
+		Key: "s1:reserve_credit", Retryable: true, CommandID: "c1"}, now)
+	if !d.Changed || d.Saga.AwaitingReply {
+		t.Fatalf("first failure: %+v", d)
+	}
+	again := orchestrator.Reply{Step: "reserve_credit", CommandType: contract.TypePaymentAuthorizeHold, Key: "s1:reserve_credit", Retryable: true, CommandID: "c1"}
+	if got, _ := orchestrator.OnReply(def, d.Saga, again, now); got.Changed || got.Absorbed != orchestrator.AbsorbedDuplicate {
+		t.Fatalf("the same failure during the backoff: %+v", got)
+	}
+	d = orchestrator.OnDeadline(def, d.Saga, d.Saga.Deadline)
+	d.Saga.CommandID = "c2"
+	if got, _ := orchestrator.OnReply(def, d.Saga, again, now); got.Changed || got.Absorbed != orchestrator.AbsorbedDuplicate {
+		t.Fatalf("the first send's failure while the second is awaited: %+v", got)
+	}
+	late := again
+	late.Retryable, late.Succeeded = false, true
+	if got, _ := orchestrator.OnReply(def, d.Saga, late, now); !got.Changed || got.Saga.Steps[0].Status != orchestrator.StepExecuted {
+		t.Fatalf("a success answering the first send: %+v", got)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"github.com/concordhq/concord/services/orchestrator"
 )
 
-// Reasons a reply or request is dead-lettered (the "reason" label of
-// concord_saga_inputs_rejected_total).
+// Reasons a reply or request is rejected (the "reason" label of
+// concord_saga_inputs_rejected_total and saga_rejected_inputs.reason).
+// wrong_version is the one the runner dead-letters (no handler reads the
+// version).
 const (
 	RejectUnknownSaga     = "unknown_saga"     // no such saga in this database
 	RejectUnknownStep     = "unknown_step"     // the saga's definition has no such step
@@ -51,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		absorbedC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_saga_inputs_absorbed_total",
 			Help: "Replies and requests that changed nothing: duplicate, late, out_of_order, terminal, duplicate_start, not_due."}, []string{"reason"}),
 		rejectedC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_saga_inputs_rejected_total",
-			Help: "Replies and requests dead-lettered: unknown_saga, unknown_step, command_mismatch, wrong_version, bad_request."}, []string{"reason"}),
+			Help: "Replies and requests refused: unknown_saga, unknown_step, command_mismatch, bad_request (recorded in saga_rejected_inputs), wrong_version (dead-lettered)."}, []string{"reason"}),
 		stuckG: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_saga_stuck",
 			Help: "Non-terminal sagas that have not moved for longer than --stuck-after."}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_saga_alerts_total",

@@ -38,7 +38,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // ErrUnknownSaga is wrapped for a reply naming a saga this database never
-// started: dead-lettered, since no retry can make it known.
+// started.
 var ErrUnknownSaga = errors.New("reply for a saga that does not exist")
 
 // Store drives the sagas of one definition.
@@ -77,8 +77,8 @@ func (s *Store) Start(ctx context.Context, tx pgx.Tx, out outbox.Emitter, causat
 		return err
 	}
 	if _, err := orchestrator.CheckoutInput(input); err != nil {
-		s.Metrics.rejected(RejectBadRequest)
-		return idempotent.Permanent(err)
+		return s.reject(ctx, tx, rejection{eventID: causationID, eventType: contract.TypeSagaCheckoutRequested, sagaID: req.SagaID,
+			reason: RejectBadRequest, err: err})
 	}
 	d := orchestrator.Start(s.Def, req.SagaID, s.now())
 	tag, err := tx.Exec(ctx, `insert into saga_executions (saga_id, saga_name, order_id, status, input, started_at)
@@ -98,28 +98,29 @@ func (s *Store) Start(ctx context.Context, tx pgx.Tx, out outbox.Emitter, causat
 // Reply applies a participant's reply inside tx. The saga's row is locked
 // first, so replies and the sweeper take turns on one saga however many
 // instances run. A reply for an unknown saga or step, or for another
-// command than the step's, is a permanent error (dead-lettered with the
-// reason); a repeated, late or early one is counted and absorbed.
+// command than the step's, is rejected (see reject); a repeated, late or
+// early one is counted and absorbed.
 func (s *Store) Reply(ctx context.Context, tx pgx.Tx, out outbox.Emitter, causationID string, r contract.SagaStepRepliedV1) error {
 	sg, rw, ok, err := s.load(ctx, tx, r.SagaID)
 	if err != nil {
 		return err
 	}
+	rj := rejection{eventID: causationID, eventType: contract.TypeSagaStepReplied, sagaID: r.SagaID, step: r.Step, key: r.IdempotencyKey}
 	if !ok {
-		s.Metrics.rejected(RejectUnknownSaga)
-		return idempotent.Permanent(fmt.Errorf("%w: %s (reply to %s of step %s)", ErrUnknownSaga, r.SagaID, r.CommandType, r.Step))
+		rj.reason, rj.err = RejectUnknownSaga, fmt.Errorf("%w: %s (reply to %s of step %s)", ErrUnknownSaga, r.SagaID, r.CommandType, r.Step)
+		return s.reject(ctx, tx, rj)
 	}
 	in := orchestrator.Reply{Step: r.Step, CommandType: contract.Type(r.CommandType), Key: r.IdempotencyKey,
 		Succeeded: r.Outcome == contract.SagaStepRepliedV1OutcomeSucceeded, Reason: r.Reason, Retryable: r.Retryable != nil && *r.Retryable,
-		Details: map[string]string{orchestrator.CtxProviderPaymentID: r.ProviderPaymentID, orchestrator.CtxShipmentID: r.ShipmentID}}
+		CommandID: r.CommandID,
+		Details:   map[string]string{orchestrator.CtxProviderPaymentID: r.ProviderPaymentID, orchestrator.CtxShipmentID: r.ShipmentID}}
 	d, err := orchestrator.OnReply(s.Def, sg, in, s.now())
 	if err != nil {
-		reason := RejectCommandMismatch
+		rj.reason, rj.err = RejectCommandMismatch, err
 		if errors.Is(err, orchestrator.ErrUnknownStep) {
-			reason = RejectUnknownStep
+			rj.reason = RejectUnknownStep
 		}
-		s.Metrics.rejected(reason)
-		return idempotent.Permanent(err)
+		return s.reject(ctx, tx, rj)
 	}
 	if !d.Changed {
 		s.Metrics.absorbed(d.Absorbed)
@@ -127,6 +128,32 @@ func (s *Store) Reply(ctx context.Context, tx pgx.Tx, out outbox.Emitter, causat
 		return nil
 	}
 	return s.save(ctx, tx, out, d, rw, causationID)
+}
+
+// rejection is an input the orchestrator refuses.
+type rejection struct {
+	eventID      string
+	eventType    contract.Type
+	sagaID, step string
+	key, reason  string
+	err          error
+}
+
+// reject records a refused input in saga_rejected_inputs, in the
+// consumer's transaction, and changes nothing else: no saga moves and no
+// command goes out. The record is acknowledged, not dead-lettered: no
+// retry or replay can make it valid, and the table shows it with its
+// reason.
+func (s *Store) reject(ctx context.Context, tx pgx.Tx, r rejection) error {
+	if _, err := tx.Exec(ctx, `insert into saga_rejected_inputs (event_id, event_type, saga_id, step, idempotency_key, reason, error)
+		values ($1, $2, nullif($3, ''), nullif($4, ''), nullif($5, ''), $6, $7)`,
+		r.eventID, r.eventType, r.sagaID, r.step, r.key, r.reason, r.err.Error()); err != nil {
+		return fmt.Errorf("record rejected %s %s: %w", r.eventType, r.eventID, err)
+	}
+	s.Metrics.rejected(r.reason)
+	s.log().Warn("saga input rejected", "event_id", r.eventID, "event_type", r.eventType, "saga_id", r.sagaID, "step", r.step,
+		"reason", r.reason, "err", r.err)
+	return nil
 }
 
 // row is what a saga's row holds beyond orchestrator.Saga.
@@ -142,9 +169,11 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, id string) (orchestrator.Sa
 	var ctxJSON []byte
 	var errText, failed *string
 	var deadline, completed *time.Time
-	err := tx.QueryRow(ctx, `select saga_name, order_id, status, input, context, error, failed_step, deadline, awaiting_reply, started_at, completed_at
+	var cmdID *string
+	err := tx.QueryRow(ctx, `select saga_name, order_id, status, input, context, error, failed_step, deadline, awaiting_reply, command_id,
+			started_at, completed_at
 		from saga_executions where saga_id = $1 for update`, id).Scan(&sg.Name, &rw.orderID, &sg.Status, &rw.input, &ctxJSON, &errText, &failed,
-		&deadline, &sg.AwaitingReply, &sg.StartedAt, &completed)
+		&deadline, &sg.AwaitingReply, &cmdID, &sg.StartedAt, &completed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sg, rw, false, nil
 	}
@@ -155,7 +184,7 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, id string) (orchestrator.Sa
 	if err := json.Unmarshal(ctxJSON, &sg.Context); err != nil {
 		return sg, rw, false, fmt.Errorf("saga %s: context: %w", id, err)
 	}
-	sg.Error, sg.FailedStep = deref(errText), deref(failed)
+	sg.Error, sg.FailedStep, sg.CommandID = deref(errText), deref(failed), deref(cmdID)
 	if deadline != nil {
 		sg.Deadline = *deadline
 	}
@@ -164,7 +193,7 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, id string) (orchestrator.Sa
 	}
 	rows, err := tx.Query(ctx, `select step_order, step_name, step_status, coalesce(step_error, ''), attempts, compensation_attempts, uncertain,
 		coalesce(executed_at, 'epoch'), coalesce(compensated_at, 'epoch')
-		from saga_steps where saga_id = $1 order by step_order`, id)
+		from saga_steps where execution_id = $1 order by step_order`, id)
 	if err != nil {
 		return sg, rw, false, fmt.Errorf("saga %s: steps: %w", id, err)
 	}
@@ -195,19 +224,31 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, id string) (orchestrator.Sa
 // when it ended, and a review entry when it FAILED, all in tx.
 func (s *Store) save(ctx context.Context, tx pgx.Tx, out outbox.Emitter, d orchestrator.Decision, rw row, causationID string) error {
 	sg := d.Saga
+	for _, c := range d.Commands {
+		p, err := orchestrator.Build(s.Def, sg, rw.input, c)
+		if err != nil {
+			return idempotent.Permanent(fmt.Errorf("saga %s: %w", sg.ID, err))
+		}
+		env, err := out.Emit(outbox.Event{Payload: p, AggregateID: sg.ID, CorrelationID: rw.orderID, CausationID: causationID})
+		if err != nil {
+			return fmt.Errorf("saga %s: %s %s: %w", sg.ID, c.Kind, c.Step, err)
+		}
+		sg.CommandID = env.EventID
+		s.Metrics.command(c)
+	}
 	ctxJSON, err := json.Marshal(sg.Context)
 	if err != nil {
 		return err
 	}
 	b := &pgx.Batch{}
 	b.Queue(`update saga_executions set status = $2, context = $3, error = nullif($4, ''), failed_step = nullif($5, ''),
-		deadline = $6, awaiting_reply = $7, completed_at = $8, updated_at = now() where saga_id = $1`,
-		sg.ID, sg.Status, ctxJSON, sg.Error, sg.FailedStep, nullTime(sg.Deadline), sg.AwaitingReply, nullTime(sg.CompletedAt))
+		deadline = $6, awaiting_reply = $7, completed_at = $8, command_id = nullif($9, ''), updated_at = now() where saga_id = $1`,
+		sg.ID, sg.Status, ctxJSON, sg.Error, sg.FailedStep, nullTime(sg.Deadline), sg.AwaitingReply, nullTime(sg.CompletedAt), sg.CommandID)
 	for _, st := range sg.Steps {
-		b.Queue(`insert into saga_steps (saga_id, step_order, step_name, step_status, step_error, idempotency_key, compensation_key,
+		b.Queue(`insert into saga_steps (execution_id, step_order, step_name, step_status, step_error, idempotency_key, compensation_key,
 				attempts, compensation_attempts, uncertain, executed_at, compensated_at)
 			values ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, $9, $10, $11, $12)
-			on conflict (saga_id, step_order) do update set step_status = excluded.step_status, step_error = excluded.step_error,
+			on conflict (execution_id, step_order) do update set step_status = excluded.step_status, step_error = excluded.step_error,
 				attempts = excluded.attempts, compensation_attempts = excluded.compensation_attempts, uncertain = excluded.uncertain,
 				executed_at = excluded.executed_at, compensated_at = excluded.compensated_at, updated_at = now()
 			where (saga_steps.step_status, coalesce(saga_steps.step_error, ''), saga_steps.attempts, saga_steps.compensation_attempts)
@@ -227,16 +268,6 @@ func (s *Store) save(ctx context.Context, tx pgx.Tx, out outbox.Emitter, d orche
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("saga %s: save: %w", sg.ID, err)
-	}
-	for _, c := range d.Commands {
-		p, err := orchestrator.Build(s.Def, sg, rw.input, c)
-		if err != nil {
-			return idempotent.Permanent(fmt.Errorf("saga %s: %w", sg.ID, err))
-		}
-		if _, err := out.Emit(outbox.Event{Payload: p, AggregateID: sg.ID, CorrelationID: rw.orderID, CausationID: causationID}); err != nil {
-			return fmt.Errorf("saga %s: %s %s: %w", sg.ID, c.Kind, c.Step, err)
-		}
-		s.Metrics.command(c)
 	}
 	if d.TimedOut != "" {
 		s.Metrics.timedOut(d.TimedOut)
