@@ -118,6 +118,7 @@ func (p *participants) receive(ctx context.Context, rec *kgo.Record) {
 	p.ids[c.IdempotencyKey][env.EventID] = true
 	p.types[c.IdempotencyKey] = typ
 	r, done := p.replied[c.IdempotencyKey]
+	r.CommandID = env.EventID // a repeat is answered as itself
 	if !done {
 		a := ok
 		if as := p.plans[c.SagaID][typ]; n <= len(as) {
