@@ -64,12 +64,21 @@ type heldReply struct {
 	r   contract.SagaStepRepliedV1
 }
 
-func newParticipants(t *testing.T, brokers []string, prefix string) *participants {
+// newParticipants consumes the command topics of the participants it
+// fakes (payment, inventory, shipping: all when none are named).
+func newParticipants(t *testing.T, brokers []string, prefix string, fake ...string) *participants {
 	t.Helper()
 	p := &participants{t: t, writer: outbox.Writer{TopicPrefix: prefix}, plans: map[string]plan{}, receipts: map[string]int{},
 		ids: map[string]map[string]bool{}, applied: map[string]int{}, replied: map[string]contract.SagaStepRepliedV1{}, types: map[string]contract.Type{}}
+	if len(fake) == 0 {
+		fake = []string{"payment", "inventory", "shipping"}
+	}
+	var topics []string
+	for _, f := range fake {
+		topics = append(topics, prefix+f+"-commands")
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(prefix+"fakes"),
-		kgo.ConsumeTopics(prefix+"payment-commands", prefix+"inventory-commands", prefix+"shipping-commands"),
+		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50e6))
 	if err != nil {
 		t.Fatal(err)

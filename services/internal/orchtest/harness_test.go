@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	if err := proc.GoBuild(".", dir+"/", "../../cmd/orchestrator"); err != nil {
+	if err := proc.GoBuild(".", dir+"/", "../../cmd/orchestrator", "../../cmd/order-svc", "../../cmd/inventory-svc"); err != nil {
 		fmt.Fprintln(os.Stderr, "build orchestrator:", err)
 		os.Exit(1)
 	}
@@ -54,6 +54,9 @@ type opts struct {
 	attempts             int           // --step-attempts (default 2)
 	compensationAttempts int           // --compensation-attempts (default 3)
 	webhookStatus        int           // the alert webhook's answer (0: no webhook)
+	// services runs order-svc and inventory-svc for real (the fakes
+	// stand in for payment and shipping only).
+	services bool
 }
 
 // deployment is one orchestrator database and topic prefix, its
@@ -70,6 +73,10 @@ type deployment struct {
 	addrs    []string
 	alerts   *alertSink
 	kafka    *testkit.Kafka
+	// services are the real services' URLs and servicePools their
+	// databases (order-svc, inventory-svc), when opts.services.
+	services     map[string]string
+	servicePools []*pgxpool.Pool
 }
 
 func (d *deployment) brokers() []string { return d.kafka.Brokers }
@@ -132,7 +139,11 @@ func newDeployment(t *testing.T, o opts) *deployment {
 		_, _ = adm.DeleteTopics(ctx, append(topics, d.prefix+"orchestrator.dlq")...)
 	})
 	d.producer = k.Client(t)
-	d.fakes = newParticipants(t, k.Brokers, d.prefix)
+	if o.services {
+		d.fakes = newParticipants(t, k.Brokers, d.prefix, "payment", "shipping")
+	} else {
+		d.fakes = newParticipants(t, k.Brokers, d.prefix)
+	}
 	var webhook string
 	if o.webhookStatus != 0 {
 		d.alerts = &alertSink{status: o.webhookStatus}
@@ -140,11 +151,32 @@ func newDeployment(t *testing.T, o opts) *deployment {
 		t.Cleanup(ts.Close)
 		webhook = ts.URL
 	}
-	ports, err := kit.FreePorts(o.instances)
+	ports, err := kit.FreePorts(o.instances + 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := t.TempDir()
+	if o.services {
+		d.services = map[string]string{}
+		for i, name := range []string{"order-svc", "inventory-svc"} {
+			db, dbEnv := testkit.NewDatabase(t, testkit.PostgresURL(t)), "ORDERS_DATABASE_URL="
+			if name == "inventory-svc" {
+				dbEnv = "INVENTORY_DATABASE_URL="
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", ports[o.instances+i])
+			p := proc.Start(t, proc.Command{Name: name, Path: filepath.Join(binDir, name), Log: filepath.Join(logs, name+".log"),
+				Env: []string{dbEnv + db, "CONCORD_TOPIC_PREFIX=" + d.prefix, "CONSUMER_GROUP=" + d.prefix + name,
+					"KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), "HTTP_ADDR=" + addr, "TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s",
+					"GROUP_SESSION_TIMEOUT=6s"}})
+			if err := p.WaitReady(context.Background(), "http://"+addr+"/readyz", 60*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			d.services[name] = "http://" + addr
+			d.servicePools = append(d.servicePools, testkit.Pool(t, db))
+			t.Cleanup(func() { _ = p.Stop(syscall.SIGTERM, 10*time.Second) })
+		}
+	}
+	ports = ports[:o.instances]
 	for i, port := range ports {
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		env := []string{"ORCHESTRATOR_DATABASE_URL=" + d.dbURL, "CONCORD_TOPIC_PREFIX=" + d.prefix, "CONSUMER_GROUP=" + d.prefix + "orchestrator",
