@@ -68,14 +68,17 @@ func TestKill9AtEachPointOfAStepResumesEverySagaAndSendsNoCommandTwice(t *testin
 // each command went out exactly as often as the saga's rows say it was
 // sent — no saga was driven by both at once.
 func TestTwoInstancesNeverDriveOneSagaAtOnce(t *testing.T) {
-	d := newDeployment(t, opts{instances: 2, timeout: 1500 * time.Millisecond, attempts: 3, compensationAttempts: 4})
+	// Sends outlast the killed member's partitions moving to the other
+	// (the 6s session timeout and a rebalance): replies waiting in them
+	// arrive before the step runs out of attempts.
+	d := newDeployment(t, opts{instances: 2, timeout: 2 * time.Second, attempts: 6, compensationAttempts: 4})
 	plans := []plan{
 		nil,
 		{contract.TypeInventoryReserveStock: {silent}},
 		{contract.TypeShippingCreateShipment: {refuse}, contract.TypeInventoryReleaseStock: {refuse}},
 		{contract.TypePaymentCaptureHold: {silent, refuse}},
 		{contract.TypePaymentAuthorizeHold: {retryable}},
-		{contract.TypeShippingCreateShipment: {silent, silent, silent}},
+		{contract.TypeShippingCreateShipment: {silent, silent, silent, silent, silent, silent}},
 	}
 	var ids []string
 	for i := range 24 {
@@ -124,7 +127,7 @@ func TestTwoInstancesNeverDriveOneSagaAtOnce(t *testing.T) {
 // after the step's timeout; when no send is answered, the step fails and,
 // since it may have taken effect, is compensated with the steps before it.
 func TestStepTimeoutResendsAndThenCompensatesTheSilentStep(t *testing.T) {
-	d := newDeployment(t, opts{timeout: time.Second, attempts: 2})
+	d := newDeployment(t, opts{timeout: 2 * time.Second, attempts: 2})
 	late := d.checkout(plan{contract.TypeShippingCreateShipment: {silent}})
 	never := d.checkout(plan{contract.TypeShippingCreateShipment: {silent, silent}})
 	st := d.waitTerminal(60*time.Second, late, never)
