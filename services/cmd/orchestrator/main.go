@@ -42,6 +42,8 @@ func run(ctx context.Context, args []string) error {
 			"  orchestrator reviews list|resolve ID [flags]         review entries of FAILED sagas (see `orchestrator reviews --help`)",
 		DatabaseEnv: "ORCHESTRATOR_DATABASE_URL", DefaultAddr: ":8085",
 		Topics: orchestratorconsumer.Topics, Types: []contract.Type{contract.TypeSagaCheckoutRequested, contract.TypeSagaStepReplied},
+		ProducedTopics: []string{contract.TypePaymentAuthorizeHold.Topic(), contract.TypeInventoryReserveStock.Topic(),
+			contract.TypeShippingCreateShipment.Topic(), contract.TypeSagaFinished.Topic()},
 		Migrate: orchestratorstore.Migrate,
 		BatchHandler: func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, out outbox.Emitter) error {
 			return handle(ctx, tx, evs, out)
