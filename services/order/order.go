@@ -249,6 +249,9 @@ func (r *Request) Validate() error {
 	if r.Flow == FlowOrchestrated && r.ShippingAddress == nil {
 		return fieldErr("shipping_address", "required when flow is %q: the orchestrated checkout ships the order", FlowOrchestrated)
 	}
+	if t, _ := r.total(); r.Flow == FlowOrchestrated && t == 0 {
+		return fieldErr("items", "the orchestrated checkout places an authorization hold: the total must be positive")
+	}
 	return nil
 }
 

@@ -74,6 +74,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"choreographed", func(r *Request) { r.Flow = FlowChoreographed }, ""},
 		{"unknown flow", func(r *Request) { r.Flow = "telepathic" }, "flow"},
 		{"orchestrated without address", func(r *Request) { r.Flow, r.ShippingAddress = FlowOrchestrated, nil }, "shipping_address"},
+		{"orchestrated and free", func(r *Request) { r.Flow, r.Items[0].UnitPrice = FlowOrchestrated, 0 }, "items"},
+		{"orchestrated, one cent", func(r *Request) { r.Flow, r.Items[0].UnitPrice, r.Items[0].Quantity = FlowOrchestrated, 1, 1 }, ""},
 		{"NUL in customer", func(r *Request) { r.CustomerID = "cus\x00" }, "customer_id"},
 		{"NUL in sku", func(r *Request) { r.Items[0].SKU = "SKU\x001" }, "items[0].sku"},
 		{"NUL in payment method", func(r *Request) { r.PaymentMethod = "pm\x00" }, "payment_method"},
