@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/concordhq/concord/services/audit"
 	"github.com/concordhq/concord/services/orchestrator/orchestratorstore"
@@ -32,15 +37,18 @@ func sagaSummary(ctx context.Context, r *running) ([]audit.Result, error) {
 				rows.Close()
 				return nil, err
 			}
+			n++
+			if n > 5 {
+				continue // counted, not printed
+			}
 			cells := make([]string, len(vals))
 			for j, v := range vals {
-				cells[j] = fmt.Sprint(v)
-				if t, ok := v.(interface{ Format(string) string }); ok && cols[j] != "step_details" {
-					cells[j] = t.Format("2006-01-02 15:04:05")
-				}
+				cells[j] = cell(v)
 			}
 			fmt.Printf("       %s\n", strings.Join(cells, " | "))
-			n++
+		}
+		if n > 5 {
+			fmt.Printf("       … %d rows in all\n", n)
 		}
 		if err := rows.Err(); err != nil {
 			return nil, err
@@ -92,4 +100,25 @@ func sagaSummary(ctx context.Context, r *running) ([]audit.Result, error) {
 	}
 	outcome.Summary = fmt.Sprintf("%d orchestrated orders", len(orders))
 	return []audit.Result{terminal, reviewed, outcome}, nil
+}
+
+// cell prints one value of a dashboard row: times to the second, numerics
+// with two decimals, JSON as JSON.
+func cell(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "-"
+	case time.Time:
+		return x.UTC().Format("2006-01-02 15:04:05")
+	case pgtype.Numeric:
+		f, err := x.Float64Value()
+		if err != nil || !f.Valid {
+			return "-"
+		}
+		return strconv.FormatFloat(f.Float64, 'f', 2, 64)
+	case map[string]any, []any:
+		b, _ := json.Marshal(x)
+		return string(b)
+	}
+	return fmt.Sprint(v)
 }
