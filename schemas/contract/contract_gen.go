@@ -703,7 +703,7 @@ type SagaStepRepliedV1 struct {
 	Step string `json:"step"`
 	// the event type of the command answered
 	CommandType SagaStepRepliedV1CommandType `json:"command_type"`
-	// event_id of the command this reply answers; a repeated command gets the same outcome again, answering the repeat's id (the orchestrator counts a failure only for the command it awaits)
+	// event_id of the command answered (the first one received under idempotency_key when the command was sent more than once)
 	CommandID string `json:"command_id"`
 	// idempotency_key of the command answered
 	IdempotencyKey string `json:"idempotency_key"`

@@ -26,10 +26,12 @@ type Saga struct {
 	Deadline      time.Time
 	AwaitingReply bool
 	// CommandID is the event id of the latest command sent. A failure
-	// answers one send only (participants do not keep failures, so the
-	// next send may succeed): a failure reply counts only when it answers
-	// this command while it is awaited; an older or repeated one is a
-	// duplicate. A success counts whichever send it answers.
+	// reply counts only while a send is awaited and when it answers that
+	// send or the key's first (participants that keep their outcome answer
+	// a repeat with the first command's id); a failure repeated during a
+	// retry's backoff, or answering an intermediate send, is a duplicate,
+	// so it cannot use up the step's attempts. A success counts whichever
+	// send it answers.
 	CommandID string
 	// Context holds what replies taught the saga (the hold's payment
 	// intent, the shipment id): later commands carry it.
@@ -52,6 +54,9 @@ type Step struct {
 	// compensation first refuses the late command.
 	Uncertain                 bool
 	ExecutedAt, CompensatedAt time.Time
+	// FirstCommandID and FirstCompensationID are the event ids of the
+	// first send of the step's execute and compensate commands.
+	FirstCommandID, FirstCompensationID string
 }
 
 // Reply is a participant's answer as the state machine reads it.
@@ -148,7 +153,11 @@ func OnReply(def *Definition, s Saga, r Reply, now time.Time) (Decision, error) 
 		return d, nil
 	}
 	st := &d.Saga.Steps[i]
-	current := r.Succeeded || (s.AwaitingReply && r.CommandID == s.CommandID)
+	first := st.FirstCommandID
+	if kind == Compensate {
+		first = st.FirstCompensationID
+	}
+	current := r.Succeeded || (s.AwaitingReply && (r.CommandID == s.CommandID || r.CommandID == first))
 	switch {
 	case !current && ((kind == Execute && st.Status == StepRunning) || (kind == Compensate && st.Status == StepCompensating)):
 		d.Absorbed = AbsorbedDuplicate // a failure already counted, or of an earlier send

@@ -391,6 +391,13 @@ func TestAFailureReplyCountsOnlyForTheSendItAnswers(t *testing.T) {
 	if got, _ := orchestrator.OnReply(def, d.Saga, again, now); got.Changed || got.Absorbed != orchestrator.AbsorbedDuplicate {
 		t.Fatalf("the first send's failure while the second is awaited: %+v", got)
 	}
+	// A participant that keeps its outcome answers a repeat with the first
+	// command's id: while the repeat is awaited, that counts.
+	d.Saga.Steps[0].FirstCommandID = "c1"
+	if got, _ := orchestrator.OnReply(def, d.Saga, again, now); !got.Changed || got.Saga.AwaitingReply {
+		t.Fatalf("the repeat answered under the first command's id: %+v", got)
+	}
+	d.Saga.Steps[0].FirstCommandID = ""
 	late := again
 	late.Retryable, late.Succeeded = false, true
 	if got, _ := orchestrator.OnReply(def, d.Saga, late, now); !got.Changed || got.Saga.Steps[0].Status != orchestrator.StepExecuted {

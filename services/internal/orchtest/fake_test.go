@@ -126,8 +126,7 @@ func (p *participants) receive(ctx context.Context, rec *kgo.Record) {
 	}
 	p.ids[c.IdempotencyKey][env.EventID] = true
 	p.types[c.IdempotencyKey] = typ
-	r, done := p.replied[c.IdempotencyKey]
-	r.CommandID = env.EventID // a repeat is answered as itself
+	r, done := p.replied[c.IdempotencyKey] // a repeat gets the first answer, naming the first command
 	if !done {
 		a := ok
 		if as := p.plans[c.SagaID][typ]; n <= len(as) {

@@ -49,6 +49,7 @@ func TestSagaStockCommandsApplyOnceAndAnswerEveryRepeatAlike(t *testing.T) {
 		return inventorystore.Op{OrderID: o, Action: inventory.Release, Reason: inventorystore.ReasonSagaCompensated,
 			Command: cmd(o, contract.TypeInventoryReleaseStock, "reserve_inventory")}
 	}
+	firstReserve := map[string]string{}
 	apply := func(op inventorystore.Op) string {
 		t.Helper()
 		rec := &recorder{}
@@ -65,8 +66,14 @@ func TestSagaStockCommandsApplyOnceAndAnswerEveryRepeatAlike(t *testing.T) {
 		if !ok {
 			t.Fatalf("emitted %T, want a saga reply", rec.evs[0].Payload)
 		}
-		if r.CommandID != op.Command.ID || r.IdempotencyKey != op.Command.Key || string(r.CommandType) != string(op.Command.Type) {
-			t.Fatalf("reply %+v answers another command than %+v", r, op.Command)
+		wantID := op.Command.ID
+		if id, ok := firstReserve[op.OrderID+op.Command.Key]; ok && op.Reserve != nil {
+			wantID = id // a repeat names the first command
+		} else if op.Reserve != nil {
+			firstReserve[op.OrderID+op.Command.Key] = op.Command.ID
+		}
+		if r.CommandID != wantID || r.IdempotencyKey != op.Command.Key || string(r.CommandType) != string(op.Command.Type) {
+			t.Fatalf("reply %+v answers another command than %+v (want command id %s)", r, op.Command, wantID)
 		}
 		return string(r.Outcome) + " " + r.Reason
 	}

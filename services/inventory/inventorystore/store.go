@@ -171,6 +171,7 @@ type reservation struct {
 	lines   []inventory.Line
 	reason  string // the latest non-empty reason set in this batch
 	sagaKey string // the saga command that created it, if any
+	sagaCmd string // and that command's event id
 	isNew   bool   // inserted at the end of the batch
 	dirty   bool   // an existing row whose status changed
 }
@@ -216,20 +217,20 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 	// Lock the existing reservations; q.oid keeps the caller's spelling of
 	// the order id, so the map lookups below match it.
 	byOrder := make(map[string]*reservation, len(orderIDs))
-	rows, err := tx.Query(ctx, `select q.oid, r.id::text, r.status, r.lines, coalesce(r.reason, '')
+	rows, err := tx.Query(ctx, `select q.oid, r.id::text, r.status, r.lines, coalesce(r.reason, ''), coalesce(r.saga_command_id, '')
 		from unnest($1::text[]) as q(oid) join reservations r on r.order_id = q.oid::uuid
 		order by r.order_id for update of r`, orderIDs)
 	if err != nil {
 		return nil, fmt.Errorf("lock reservations of %d orders: %w", len(orderIDs), err)
 	}
 	for rows.Next() {
-		var oid, id, st, reason string
+		var oid, id, st, reason, sagaCmd string
 		var linesJSON []byte
-		if err := rows.Scan(&oid, &id, &st, &linesJSON, &reason); err != nil {
+		if err := rows.Scan(&oid, &id, &st, &linesJSON, &reason, &sagaCmd); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read reservations: %w", err)
 		}
-		res := &reservation{id: id, status: inventory.Status(st), reason: reason}
+		res := &reservation{id: id, status: inventory.Status(st), reason: reason, sagaCmd: sagaCmd}
 		if err := json.Unmarshal(linesJSON, &res.lines); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("reservation %s lines: %w", id, err)
@@ -280,7 +281,11 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 					if res.status == inventory.StatusReleased && len(res.lines) == 0 {
 						reason = ReasonReleasedBeforeReserved
 					}
-					if err := reply(events, op.Command, r.OrderID, okay, reason); err != nil {
+					first := *op.Command
+					if res.sagaCmd != "" { // made by an earlier reserve_stock: name that command
+						first.ID = res.sagaCmd
+					}
+					if err := reply(events, &first, r.OrderID, okay, reason); err != nil {
 						return nil, err
 					}
 				}
@@ -297,7 +302,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 			createdOrders = append(createdOrders, r.OrderID)
 			out[i].Status = res.status
 			if op.Command != nil {
-				res.sagaKey = op.Command.Key
+				res.sagaKey, res.sagaCmd = op.Command.Key, op.Command.ID
 				if err := reply(events, op.Command, r.OrderID, len(short) == 0, res.reason); err != nil {
 					return nil, err
 				}
@@ -427,15 +432,17 @@ func writeBatch(ctx context.Context, tx pgx.Tx, before, after inventory.Ledger, 
 	}
 	if len(created) > 0 {
 		n := len(created)
-		ids, statuses, lines, reasons, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		ids, statuses, lines, reasons, keys, cmds := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n)
 		for i, res := range created {
 			lj, _ := json.Marshal(res.lines)
-			ids[i], statuses[i], lines[i], reasons[i], keys[i] = res.id, string(res.status), string(lj), res.reason, res.sagaKey
+			ids[i], statuses[i], lines[i], reasons[i], keys[i], cmds[i] = res.id, string(res.status), string(lj), res.reason, res.sagaKey, res.sagaCmd
 		}
-		b.Queue(`insert into reservations (id, order_id, status, lines, reason, saga_key)
-			select u.id::uuid, u.oid::uuid, u.st, u.ln::jsonb, nullif(u.rs, ''), nullif(u.k, '')
-			from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) with ordinality as u(id, oid, st, ln, rs, k, n) order by u.n`,
-			ids, createdOrders, statuses, lines, reasons, keys)
+		b.Queue(`insert into reservations (id, order_id, status, lines, reason, saga_key, saga_command_id)
+			select u.id::uuid, u.oid::uuid, u.st, u.ln::jsonb, nullif(u.rs, ''), nullif(u.k, ''), nullif(u.c, '')
+			from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+				with ordinality as u(id, oid, st, ln, rs, k, c, n) order by u.n`,
+			ids, createdOrders, statuses, lines, reasons, keys, cmds)
 	}
 	var ids, statuses, reasons []string
 	for _, res := range byOrder {

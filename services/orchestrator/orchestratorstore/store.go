@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -192,14 +193,14 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, id string) (orchestrator.Sa
 		sg.CompletedAt = *completed
 	}
 	rows, err := tx.Query(ctx, `select step_order, step_name, step_status, coalesce(step_error, ''), attempts, compensation_attempts, uncertain,
-		coalesce(executed_at, 'epoch'), coalesce(compensated_at, 'epoch')
+		coalesce(executed_at, 'epoch'), coalesce(compensated_at, 'epoch'), coalesce(command_id, ''), coalesce(compensation_command_id, '')
 		from saga_steps where execution_id = $1 order by step_order`, id)
 	if err != nil {
 		return sg, rw, false, fmt.Errorf("saga %s: steps: %w", id, err)
 	}
 	var st orchestrator.Step
 	_, err = pgx.ForEachRow(rows, []any{&st.Order, &st.Name, &st.Status, &st.Error, &st.Attempts, &st.CompensationAttempts, &st.Uncertain,
-		&st.ExecutedAt, &st.CompensatedAt}, func() error {
+		&st.ExecutedAt, &st.CompensatedAt, &st.FirstCommandID, &st.FirstCompensationID}, func() error {
 		if st.ExecutedAt.Equal(time.Unix(0, 0)) {
 			st.ExecutedAt = time.Time{}
 		}
@@ -224,6 +225,7 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, id string) (orchestrator.Sa
 // when it ended, and a review entry when it FAILED, all in tx.
 func (s *Store) save(ctx context.Context, tx pgx.Tx, out outbox.Emitter, d orchestrator.Decision, rw row, causationID string) error {
 	sg := d.Saga
+	sg.Steps = slices.Clone(sg.Steps)
 	for _, c := range d.Commands {
 		p, err := orchestrator.Build(s.Def, sg, rw.input, c)
 		if err != nil {
@@ -234,6 +236,13 @@ func (s *Store) save(ctx context.Context, tx pgx.Tx, out outbox.Emitter, d orche
 			return fmt.Errorf("saga %s: %s %s: %w", sg.ID, c.Kind, c.Step, err)
 		}
 		sg.CommandID = env.EventID
+		if c.Attempt == 1 && c.Order < len(sg.Steps) {
+			if c.Kind == orchestrator.Execute {
+				sg.Steps[c.Order].FirstCommandID = env.EventID
+			} else {
+				sg.Steps[c.Order].FirstCompensationID = env.EventID
+			}
+		}
 		s.Metrics.command(c)
 	}
 	ctxJSON, err := json.Marshal(sg.Context)
@@ -246,15 +255,17 @@ func (s *Store) save(ctx context.Context, tx pgx.Tx, out outbox.Emitter, d orche
 		sg.ID, sg.Status, ctxJSON, sg.Error, sg.FailedStep, nullTime(sg.Deadline), sg.AwaitingReply, nullTime(sg.CompletedAt), sg.CommandID)
 	for _, st := range sg.Steps {
 		b.Queue(`insert into saga_steps (execution_id, step_order, step_name, step_status, step_error, idempotency_key, compensation_key,
-				attempts, compensation_attempts, uncertain, executed_at, compensated_at)
-			values ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, $9, $10, $11, $12)
+				attempts, compensation_attempts, uncertain, executed_at, compensated_at, command_id, compensation_command_id)
+			values ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), nullif($14, ''))
 			on conflict (execution_id, step_order) do update set step_status = excluded.step_status, step_error = excluded.step_error,
 				attempts = excluded.attempts, compensation_attempts = excluded.compensation_attempts, uncertain = excluded.uncertain,
-				executed_at = excluded.executed_at, compensated_at = excluded.compensated_at, updated_at = now()
+				executed_at = excluded.executed_at, compensated_at = excluded.compensated_at,
+				command_id = excluded.command_id, compensation_command_id = excluded.compensation_command_id, updated_at = now()
 			where (saga_steps.step_status, coalesce(saga_steps.step_error, ''), saga_steps.attempts, saga_steps.compensation_attempts)
 				is distinct from (excluded.step_status, coalesce(excluded.step_error, ''), excluded.attempts, excluded.compensation_attempts)`,
 			sg.ID, st.Order, st.Name, st.Status, st.Error, orchestrator.ExecuteKey(sg.ID, st.Name), orchestrator.CompensateKey(sg.ID, st.Name),
-			st.Attempts, st.CompensationAttempts, st.Uncertain, nullTime(st.ExecutedAt), nullTime(st.CompensatedAt))
+			st.Attempts, st.CompensationAttempts, st.Uncertain, nullTime(st.ExecutedAt), nullTime(st.CompensatedAt),
+			st.FirstCommandID, st.FirstCompensationID)
 	}
 	var failedSteps []string
 	if d.Finished && sg.Status == orchestrator.StatusFailed {

@@ -45,6 +45,8 @@ create table saga_steps (
     attempts              int not null default 0,
     compensation_attempts int not null default 0,
     uncertain             boolean not null default false,
+    command_id            text, -- event id of the execute command's first send
+    compensation_command_id text, -- and of the compensation's
     executed_at           timestamptz,
     compensated_at        timestamptz,
     created_at            timestamptz not null default now(),
