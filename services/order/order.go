@@ -7,6 +7,9 @@
 //	   ├─inventory.rejected────────────┼──▶ CANCELLED (out_of_stock)
 //	   │                               ├─inventory.released──▶ CANCELLED (payment_declined, …)
 //	   └─────────stuck too long────────┴──▶ CANCELLED (timeout)
+//
+// An orchestrated order waits in PENDING for the orchestrator's outcome:
+// saga.finished COMPLETED confirms it, COMPENSATED or FAILED cancels it.
 package order
 
 import (
@@ -55,7 +58,32 @@ const (
 	PaymentProcessed  = Signal(contract.TypePaymentProcessed)
 	PaymentFailed     = Signal(contract.TypePaymentFailed)
 	TimedOut          = Signal("timeout")
+	// The orchestrated flow's outcomes, carried by saga.finished.
+	SagaCompleted   = Signal("saga.completed")
+	SagaCompensated = Signal("saga.compensated")
+	SagaFailed      = Signal("saga.failed")
 )
+
+// Flow is how an order is checked out.
+type Flow string
+
+// Flows. Choreographed: the services react to each other's events
+// (order.created → inventory → payment). Orchestrated: order-svc asks the
+// orchestrator (saga.checkout_requested), which commands each participant
+// in turn and reports the outcome (saga.finished).
+const (
+	FlowChoreographed Flow = "choreographed"
+	FlowOrchestrated  Flow = "orchestrated"
+)
+
+// ParseFlow accepts a flow name; "" is not one.
+func ParseFlow(s string) (Flow, bool) {
+	switch f := Flow(s); f {
+	case FlowChoreographed, FlowOrchestrated:
+		return f, true
+	}
+	return "", false
+}
 
 // Cancellation reasons.
 const (
@@ -82,9 +110,9 @@ func Next(s Status, sig Signal) (Status, bool) {
 		if s == StatusPending {
 			return StatusReserved, true
 		}
-	case PaymentProcessed:
+	case PaymentProcessed, SagaCompleted:
 		return StatusConfirmed, true
-	case InventoryRejected, InventoryReleased, TimedOut:
+	case InventoryRejected, InventoryReleased, TimedOut, SagaCompensated, SagaFailed:
 		return StatusCancelled, true
 	}
 	return s, false
@@ -131,6 +159,9 @@ type Request struct {
 	Currency        string   `json:"currency"`
 	ShippingAddress *Address `json:"shipping_address,omitempty"`
 	PaymentMethod   string   `json:"payment_method,omitempty"`
+	// Flow chooses the checkout: choreographed or orchestrated; empty
+	// takes the service's default (order-svc --default-flow).
+	Flow Flow `json:"flow,omitempty"`
 }
 
 // DefaultPaymentMethod is charged when a request names none.
@@ -209,6 +240,17 @@ func (r *Request) Validate() error {
 	}
 	if r.PaymentMethod != "" && !idRE.MatchString(r.PaymentMethod) {
 		return fieldErr("payment_method", "1-64 letters, digits or _.:-")
+	}
+	if r.Flow != "" {
+		if _, ok := ParseFlow(string(r.Flow)); !ok {
+			return fieldErr("flow", "must be %q or %q", FlowChoreographed, FlowOrchestrated)
+		}
+	}
+	if r.Flow == FlowOrchestrated && r.ShippingAddress == nil {
+		return fieldErr("shipping_address", "required when flow is %q: the orchestrated checkout ships the order", FlowOrchestrated)
+	}
+	if t, _ := r.total(); r.Flow == FlowOrchestrated && t == 0 {
+		return fieldErr("items", "the orchestrated checkout places an authorization hold: the total must be positive")
 	}
 	return nil
 }

@@ -8,12 +8,15 @@ import (
 )
 
 func TestNext(t *testing.T) {
-	all := []Signal{InventoryReserved, InventoryRejected, InventoryReleased, PaymentProcessed, PaymentFailed, TimedOut}
+	all := []Signal{InventoryReserved, InventoryRejected, InventoryReleased, PaymentProcessed, PaymentFailed, TimedOut,
+		SagaCompleted, SagaCompensated, SagaFailed}
 	want := map[Status]map[Signal]Status{
 		StatusPending: {InventoryReserved: StatusReserved, InventoryRejected: StatusCancelled,
-			InventoryReleased: StatusCancelled, PaymentProcessed: StatusConfirmed, TimedOut: StatusCancelled},
+			InventoryReleased: StatusCancelled, PaymentProcessed: StatusConfirmed, TimedOut: StatusCancelled,
+			SagaCompleted: StatusConfirmed, SagaCompensated: StatusCancelled, SagaFailed: StatusCancelled},
 		StatusReserved: {InventoryRejected: StatusCancelled, InventoryReleased: StatusCancelled,
-			PaymentProcessed: StatusConfirmed, TimedOut: StatusCancelled},
+			PaymentProcessed: StatusConfirmed, TimedOut: StatusCancelled,
+			SagaCompleted: StatusConfirmed, SagaCompensated: StatusCancelled, SagaFailed: StatusCancelled},
 		StatusConfirmed: {},
 		StatusCancelled: {},
 	}
@@ -67,6 +70,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"address without city", func(r *Request) { r.ShippingAddress.City = " " }, "shipping_address.city"},
 		{"bad country", func(r *Request) { r.ShippingAddress.Country = "Germany" }, "shipping_address.country"},
 		{"bad payment method", func(r *Request) { r.PaymentMethod = "pm card" }, "payment_method"},
+		{"orchestrated", func(r *Request) { r.Flow = FlowOrchestrated }, ""},
+		{"choreographed", func(r *Request) { r.Flow = FlowChoreographed }, ""},
+		{"unknown flow", func(r *Request) { r.Flow = "telepathic" }, "flow"},
+		{"orchestrated without address", func(r *Request) { r.Flow, r.ShippingAddress = FlowOrchestrated, nil }, "shipping_address"},
+		{"orchestrated and free", func(r *Request) { r.Flow, r.Items[0].UnitPrice = FlowOrchestrated, 0 }, "items"},
+		{"orchestrated, one cent", func(r *Request) { r.Flow, r.Items[0].UnitPrice, r.Items[0].Quantity = FlowOrchestrated, 1, 1 }, ""},
 		{"NUL in customer", func(r *Request) { r.CustomerID = "cus\x00" }, "customer_id"},
 		{"NUL in sku", func(r *Request) { r.Items[0].SKU = "SKU\x001" }, "items[0].sku"},
 		{"NUL in payment method", func(r *Request) { r.PaymentMethod = "pm\x00" }, "payment_method"},

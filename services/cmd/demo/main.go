@@ -34,6 +34,7 @@ type config struct {
 	rate                       float64
 	concurrency                int
 	declineShare               float64
+	orchestratedShare          float64
 	faults                     string
 	bound, stuckAfter, recheck time.Duration
 	reconcileEvery             time.Duration
@@ -42,6 +43,7 @@ type config struct {
 	keepRunning                bool
 	seed                       int
 	prefix                     string
+	ownPrefix                  bool // --prefix given: delete only its own topics
 }
 
 func run(ctx context.Context, args []string) error {
@@ -49,18 +51,22 @@ func run(ctx context.Context, args []string) error {
 	kf := kit.AddKafkaFlags(fs)
 	exe, _ := os.Executable()
 	var c config
-	fs.StringVar(&c.binDir, "bin-dir", filepath.Dir(exe), "directory holding provider-sim, order-svc, inventory-svc, payment-svc, reconciler")
+	fs.StringVar(&c.binDir, "bin-dir", filepath.Dir(exe), "directory holding provider-sim, order-svc, inventory-svc, payment-svc, reconciler, orchestrator")
 	logDir := fs.String("log-dir", "DEMO_LOG_DIR", ".local/demo", "where the processes' logs go")
 	admin := fs.String("postgres-url", "CONCORD_POSTGRES_URL", "", "admin URL of the PostgreSQL server (databases are dropped and recreated)")
 	ordersDB := fs.String("orders-database-url", "ORDERS_DATABASE_URL", "", "order-svc database (recreated)")
 	invDB := fs.String("inventory-database-url", "INVENTORY_DATABASE_URL", "", "inventory-svc database (recreated)")
 	payDB := fs.String("payments-database-url", "PAYMENTS_DATABASE_URL", "", "payment-svc database (recreated)")
+	orchDB := fs.String("orchestrator-database-url", "ORCHESTRATOR_DATABASE_URL", "",
+		"orchestrator database (recreated; default: the database \"orchestrator\" on the orders database's server)")
 	fs.IntVar(&c.orders, "orders", 500, "orders to place")
 	fs.IntVar(&c.skus, "skus", 50, "SKUs to spread them over")
 	fs.IntVar(&c.stock, "stock-per-sku", 14, "units of each SKU in stock (scarce: some orders run out)")
 	fs.Float64Var(&c.rate, "rate", 100, "orders per second offered")
 	fs.IntVar(&c.concurrency, "concurrency", 32, "order requests in flight")
 	fs.Float64Var(&c.declineShare, "decline-share", 0.08, "share of orders paid with a card the provider declines")
+	fs.Float64Var(&c.orchestratedShare, "orchestrated-share", 0,
+		"share of orders placed with \"flow\": \"orchestrated\" (the orchestrator drives them); 0 until payment-svc handles the payment commands and shipping-svc runs in the demo, without which every orchestrated order ends FAILED")
 	// A fifth of the payments stay processing for 2s and settle only by
 	// webhook; a tenth of the webhooks are dropped, so some payments stay
 	// pending until the reconciler finds them.
@@ -76,6 +82,8 @@ func run(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.bench, "bench", false, "benchmark: no faults, no declines, ample stock; print throughput and latency")
 	fs.BoolVar(&c.keepRunning, "keep-running", false, "leave the services running after the summary until Ctrl-C")
 	fs.IntVar(&c.seed, "seed", 1, "seed of the order mix and the provider's faults")
+	prefix := fs.String("prefix", "DEMO_TOPIC_PREFIX", "",
+		"topic and consumer-group prefix of this run; empty: demo-<time>. and the topics of earlier demo-/bench- runs are deleted first. Set it when others share the broker: then only topics under it are deleted")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,14 +95,28 @@ func run(ctx context.Context, args []string) error {
 		return kit.UsageError{Err: fmt.Errorf("%w (run it through `make demo`, which starts the stack and sets them)", err)}
 	}
 	c.adminURL, c.kafka = *admin, kf.Config()
-	c.dbURLs = map[string]string{"order-svc": *ordersDB, "inventory-svc": *invDB, "payment-svc": *payDB}
+	if *orchDB == "" {
+		u, err := url.Parse(*ordersDB)
+		if err != nil {
+			return kit.Usagef("--orders-database-url: %v", err)
+		}
+		u.Path = "/orchestrator"
+		*orchDB = u.String()
+	}
+	if c.orchestratedShare < 0 || c.orchestratedShare > 1 {
+		return kit.Usagef("--orchestrated-share %v: want a share between 0 and 1", c.orchestratedShare)
+	}
+	c.dbURLs = map[string]string{"order-svc": *ordersDB, "inventory-svc": *invDB, "payment-svc": *payDB, "orchestrator": *orchDB}
 	c.logDir, _ = filepath.Abs(*logDir)
-	c.prefix = fmt.Sprintf("demo-%s.", time.Now().UTC().Format("20060102-150405"))
+	c.prefix, c.ownPrefix = *prefix, *prefix != ""
+	if !c.ownPrefix {
+		c.prefix = fmt.Sprintf("demo-%s.", time.Now().UTC().Format("20060102-150405"))
+	}
 	if c.bench {
 		c.faults, c.declineShare = "", 0
 		c.stock = 1_000_000
 	}
-	for _, name := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler"} {
+	for _, name := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler", "orchestrator"} {
 		if _, err := os.Stat(filepath.Join(c.binDir, name)); err != nil {
 			return fmt.Errorf("%s not found in %s: run `make build` first", name, c.binDir)
 		}

@@ -30,6 +30,7 @@ const (
 type running struct {
 	procs                         []*proc.Process
 	orderURL, invURL, payURL, sim string
+	orchURL                       string
 	recURL                        string // empty when no reconciler runs (--bench)
 	pools                         map[string]*pgxpool.Pool
 	adm                           *kadm.Client
@@ -51,7 +52,8 @@ func (r *running) stop() {
 
 func demo(ctx context.Context, c config) error {
 	step := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
-	step("fresh databases %s, %s, %s; topics prefixed %q", dbName(c.dbURLs["order-svc"]), dbName(c.dbURLs["inventory-svc"]), dbName(c.dbURLs["payment-svc"]), c.prefix)
+	step("fresh databases %s, %s, %s, %s; topics prefixed %q", dbName(c.dbURLs["order-svc"]), dbName(c.dbURLs["inventory-svc"]),
+		dbName(c.dbURLs["payment-svc"]), dbName(c.dbURLs["orchestrator"]), c.prefix)
 	if err := recreateDatabases(ctx, c); err != nil {
 		return err
 	}
@@ -67,7 +69,7 @@ func demo(ctx context.Context, c config) error {
 		return err
 	}
 	step("provider-sim %s (faults: %s)", r.sim, orNone(c.faults))
-	step("order-svc %s  inventory-svc %s  payment-svc %s  (logs in %s)", r.orderURL, r.invURL, r.payURL, c.logDir)
+	step("order-svc %s  inventory-svc %s  payment-svc %s  orchestrator %s  (logs in %s)", r.orderURL, r.invURL, r.payURL, r.orchURL, c.logDir)
 	if r.recURL != "" {
 		step("reconciler %s (a full cycle every %s)", r.recURL, c.reconcileEvery)
 	}
@@ -78,9 +80,9 @@ func demo(ctx context.Context, c config) error {
 	}
 	step("stocked %d SKUs with %d units each", c.skus, c.stock)
 
-	step("placing %d orders at %.0f/s (%.0f%% with a declining card)", c.orders, c.rate, c.declineShare*100)
+	step("placing %d orders at %.0f/s (%.0f%% with a declining card, %.0f%% orchestrated)", c.orders, c.rate, c.declineShare*100, c.orchestratedShare*100)
 	res, err := loadgen.Run(ctx, loadgen.Config{OrderURL: r.orderURL, Orders: c.orders, Rate: c.rate, Concurrency: c.concurrency,
-		SKUs: c.skus, DeclineShare: c.declineShare, Seed: uint64(c.seed)})
+		SKUs: c.skus, DeclineShare: c.declineShare, OrchestratedShare: c.orchestratedShare, Seed: uint64(c.seed)})
 	if err != nil {
 		return err
 	}
@@ -156,7 +158,8 @@ func recreateDatabases(ctx context.Context, c config) error {
 }
 
 // deleteOldDemoTopics removes the topics of earlier demo runs, so the
-// broker does not accumulate them.
+// broker does not accumulate them: those under --prefix when it is given,
+// else every demo- and bench- topic.
 func deleteOldDemoTopics(ctx context.Context, c config) error {
 	cl, err := kit.NewKafkaClient(ctx, c.kafka, nil)
 	if err != nil {
@@ -170,7 +173,7 @@ func deleteOldDemoTopics(ctx context.Context, c config) error {
 	}
 	var old []string
 	for _, t := range topics.Names() {
-		if strings.HasPrefix(t, "demo-") || strings.HasPrefix(t, "bench-") {
+		if c.ownPrefix && strings.HasPrefix(t, c.prefix) || !c.ownPrefix && (strings.HasPrefix(t, "demo-") || strings.HasPrefix(t, "bench-")) {
 			old = append(old, t)
 		}
 	}
@@ -182,7 +185,7 @@ func deleteOldDemoTopics(ctx context.Context, c config) error {
 
 func startAll(ctx context.Context, c config) (*running, error) {
 	r := &running{pools: map[string]*pgxpool.Pool{}}
-	names := []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler"}
+	names := []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler", "orchestrator"}
 	free, err := kit.FreePorts(len(names))
 	if err != nil {
 		return r, fmt.Errorf("find free ports: %w", err)
@@ -193,6 +196,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 	}
 	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
 	r.sim, r.orderURL, r.invURL, r.payURL = url("provider-sim"), url("order-svc"), url("inventory-svc"), url("payment-svc")
+	r.orchURL = url("orchestrator")
 
 	simArgs := []string{"--http-addr", fmt.Sprintf("127.0.0.1:%d", ports["provider-sim"]), "--api-key", apiKey, "--admin",
 		"--rate-limit", "0", "--seed", fmt.Sprint(c.seed), "--webhook-url", r.payURL + "/webhooks/stripe",
@@ -225,6 +229,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		{"inventory-svc", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["inventory-svc"]}},
 		{"payment-svc", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["payment-svc"], "CONCORD_PROVIDER_URL=" + r.sim,
 			"CONCORD_PROVIDER_API_KEY=" + apiKey, "CONCORD_WEBHOOK_SECRET=" + webhookSecret, "CONCORD_RECHECK_PENDING_AFTER=" + c.recheck.String()}},
+		{"orchestrator", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["orchestrator"], "CONCORD_STUCK_AFTER=" + c.stuckAfter.String()}},
 	}
 	for _, s := range specs {
 		p, err := start(c.binDir, c.logDir, s.name, append(common(s.name), s.env...))
@@ -293,6 +298,9 @@ func waitQuiet(ctx context.Context, r *running, timeout time.Duration) error {
 		q("inventory-svc", `select count(*) from reservations where status = 'HELD'`, &held)
 		q("payment-svc", `select count(*) from payments where status = 'pending'`, &pending)
 		q("payment-svc", `select count(*) from payments where status = 'paid' and order_cancelled`, &refundDue)
+		var sagas int64
+		q("orchestrator", `select count(*) from saga_executions where status not in ('COMPLETED', 'COMPENSATED', 'FAILED')`, &sagas)
+		open += sagas
 		var u int64
 		unpublished = 0
 		for name := range r.pools {
@@ -312,7 +320,7 @@ func waitQuiet(ctx context.Context, r *running, timeout time.Duration) error {
 				lag += g.Lag.Total()
 			}
 		}
-		last = fmt.Sprintf("orders in flight %d, reservations held %d, payments pending %d, refunds due %d, unpublished events %d, consumer lag %d",
+		last = fmt.Sprintf("orders and sagas in flight %d, reservations held %d, payments pending %d, refunds due %d, unpublished events %d, consumer lag %d",
 			open, held, pending, refundDue, unpublished, lag)
 		if open == 0 && held == 0 && pending == 0 && refundDue == 0 && unpublished == 0 && lag == 0 {
 			return nil

@@ -156,6 +156,11 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 		return false, err
 	}
 	checks := audit.Saga(snap, c.bound, initial)
+	sagaChecks, err := sagaSummary(ctx, r)
+	if err != nil {
+		return false, err
+	}
+	checks = append(checks, sagaChecks...)
 	if r.recURL != "" {
 		if err := reconcilerSummary(ctx, r, c); err != nil {
 			return false, err

@@ -1,14 +1,17 @@
 // Command order-svc is the saga's order service: the order API, the
-// consumer of inventory and payment events that confirms or cancels
-// orders, and the sweeper that cancels orders stuck too long.
+// consumer of inventory, payment and saga outcome events that confirms or
+// cancels orders, and the sweeper that cancels choreographed orders stuck
+// too long.
 package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/internal/svc"
+	"github.com/concordhq/concord/services/order"
 	"github.com/concordhq/concord/services/order/orderapi"
 	"github.com/concordhq/concord/services/order/orderconsumer"
 	"github.com/concordhq/concord/services/order/orderstore"
@@ -18,6 +21,7 @@ func main() { kit.Main("order-svc", run) }
 
 func run(ctx context.Context, args []string) error {
 	var stuckAfter, sweepEvery *time.Duration
+	var defaultFlow *string
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "order-svc", Summary: "Concord order service: order API and saga participant.",
 		DatabaseEnv: "ORDERS_DATABASE_URL", DefaultAddr: ":8081",
@@ -25,10 +29,18 @@ func run(ctx context.Context, args []string) error {
 		Flags: func(fs *kit.FlagSet) {
 			stuckAfter = fs.Duration("stuck-after", "ORDER_STUCK_AFTER", 60*time.Second, "cancel (reason timeout) orders not terminal after this long")
 			sweepEvery = fs.Duration("sweep-interval", "ORDER_SWEEP_INTERVAL", time.Second, "how often stuck orders are looked for")
+			defaultFlow = fs.String("default-flow", "ORDER_DEFAULT_FLOW", string(order.FlowChoreographed),
+				"checkout of an order whose request names no \"flow\": choreographed (the services react to each other's events) or orchestrated (the orchestrator commands each step; needs a shipping_address)")
+		},
+		CheckFlags: func() error {
+			if _, ok := order.ParseFlow(*defaultFlow); !ok {
+				return fmt.Errorf("--default-flow %q: want %s or %s", *defaultFlow, order.FlowChoreographed, order.FlowOrchestrated)
+			}
+			return nil
 		},
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
 			store := &orderstore.Store{Pool: env.Pool, Outbox: env.Outbox}
-			(&orderapi.Handler{Store: store, Log: env.Log}).Register(env.API)
+			(&orderapi.Handler{Store: store, Log: env.Log, DefaultFlow: order.Flow(*defaultFlow)}).Register(env.API)
 			sweeper := &orderstore.Sweeper{Store: store, MaxAge: *stuckAfter, Interval: *sweepEvery, Log: env.Log}
 			return []func(context.Context) error{sweeper.Run}, nil
 		},

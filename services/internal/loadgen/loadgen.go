@@ -26,8 +26,11 @@ type Config struct {
 	MaxItems     int     // lines per order, 1..MaxItems (default 3)
 	MaxQuantity  int     // quantity per line, 1..MaxQuantity (default 2)
 	DeclineShare float64 // share of orders paid with a card the provider declines
-	Seed         uint64
-	Client       *http.Client
+	// OrchestratedShare is the share of orders placed with "flow":
+	// "orchestrated"; the others name no flow (the service's default).
+	OrchestratedShare float64
+	Seed              uint64
+	Client            *http.Client
 }
 
 // Result is what a run produced.
@@ -87,9 +90,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if rng.Float64() < cfg.DeclineShare {
 			pm = "pm_card_chargeDeclined"
 		}
-		bodies[i], _ = json.Marshal(map[string]any{"customer_id": fmt.Sprintf("cus_%04d", rng.IntN(1000)),
+		body := map[string]any{"customer_id": fmt.Sprintf("cus_%04d", rng.IntN(1000)),
 			"currency": "EUR", "items": items, "payment_method": pm,
-			"shipping_address": map[string]string{"line1": "Hauptstr. 1", "city": "Berlin", "postal_code": "10115", "country": "DE"}})
+			"shipping_address": map[string]string{"line1": "Hauptstr. 1", "city": "Berlin", "postal_code": "10115", "country": "DE"}}
+		if cfg.OrchestratedShare > 0 && rng.Float64() < cfg.OrchestratedShare {
+			body["flow"] = "orchestrated"
+		}
+		bodies[i], _ = json.Marshal(body)
 	}
 	runID := fmt.Sprintf("%x", rng.Uint64())
 

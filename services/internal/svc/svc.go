@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,10 @@ type Spec struct {
 	DatabaseEnv string // environment variable of the database URL
 	DefaultAddr string // default --http-addr
 	Topics      []string
+	// ProducedTopics are created with the consumed ones (--create-topics)
+	// when the service is the first to write them (the orchestrator's
+	// command topics, before their participants run).
+	ProducedTopics []string
 	// Types are the event types the service acts on
 	// (idempotent.Config.Types): the consumed topics carry others, which
 	// are acknowledged without a dedupe row.
@@ -47,6 +52,9 @@ type Spec struct {
 	Migrate      func(ctx context.Context, pool *pgxpool.Pool) error
 	// Flags registers the service's own flags before parsing.
 	Flags func(fs *kit.FlagSet)
+	// CheckFlags, when set, judges the service's own flag values after
+	// parsing and before anything connects; its error is a usage error.
+	CheckFlags func() error
 	// Setup mounts the API on env.Ops.Mux and returns the service's
 	// workers, each run until ctx is done.
 	Setup func(ctx context.Context, env *Env) ([]func(context.Context) error, error)
@@ -81,7 +89,7 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	addr := fs.String("http-addr", "HTTP_ADDR", spec.DefaultAddr, "listen address of the API, /metrics, /healthz and /readyz")
 	group := fs.String("group", "CONSUMER_GROUP", spec.Name, "Kafka consumer group")
 	prefix := fs.String("topic-prefix", "CONCORD_TOPIC_PREFIX", "", "prefix of every topic consumed and produced (keeps side-by-side runs apart)")
-	createTopics := fs.Bool("create-topics", "CREATE_TOPICS", true, "create the consumed topics when missing (broker defaults)")
+	createTopics := fs.Bool("create-topics", "CREATE_TOPICS", true, "create the consumed topics (and those the service writes first) when missing (broker defaults)")
 	partitions := fs.Int("topic-partitions", "TOPIC_PARTITIONS", 6, "partitions of topics this service creates")
 	relayOn := fs.Bool("relay", "RUN_RELAY", true, "publish this service's outbox in-process (off when a separate relay binary runs)")
 	grace := fs.Duration("shutdown-grace", "SHUTDOWN_GRACE", 20*time.Second, "how long draining may take after SIGTERM")
@@ -104,6 +112,11 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	}
 	if err := kit.Require("database-url", *dbURL); err != nil {
 		return kit.UsageError{Err: err}
+	}
+	if spec.CheckFlags != nil {
+		if err := spec.CheckFlags(); err != nil {
+			return kit.UsageError{Err: err}
+		}
 	}
 	switch {
 	case *fetchWait < 10*time.Millisecond: // the client's own floor
@@ -133,7 +146,11 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	}
 	kcfg := kf.Config()
 	if *createTopics {
-		if err := ensureTopics(startCtx, kcfg, log, topics, int32(*partitions)); err != nil {
+		all := slices.Clone(topics)
+		for _, t := range spec.ProducedTopics {
+			all = append(all, *prefix+t)
+		}
+		if err := ensureTopics(startCtx, kcfg, log, all, int32(*partitions)); err != nil {
 			return err
 		}
 	}

@@ -23,3 +23,16 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A service's own flag check runs before anything connects; its refusal is
+// a usage error.
+func TestCheckFlagsRefusalIsAUsageErrorBeforeConnecting(t *testing.T) {
+	checked := false
+	spec := svc.Spec{Name: "test-svc", Summary: "test", DatabaseEnv: "TEST_SVC_DATABASE_URL",
+		CheckFlags: func() error { checked = true; return errors.New("--default-flow \"x\": no such flow") }}
+	// The URL points nowhere: reaching the database would be another error.
+	err := svc.Run(t.Context(), []string{"--database-url=postgres://nobody@127.0.0.1:1/none"}, spec)
+	if !checked || !errors.As(err, new(kit.UsageError)) {
+		t.Fatalf("checked %v, err %v; want the check's usage error", checked, err)
+	}
+}

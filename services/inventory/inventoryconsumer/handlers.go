@@ -14,12 +14,17 @@ import (
 )
 
 // Topics the inventory service consumes (before any prefix).
-var Topics = []string{contract.TypeOrderCreated.Topic(), contract.TypePaymentProcessed.Topic()}
+var Topics = []string{contract.TypeOrderCreated.Topic(), contract.TypePaymentProcessed.Topic(),
+	contract.TypeInventoryReserveStock.Topic(), contract.TypeSagaFinished.Topic()}
 
-// Types the inventory service acts on: order.created reserves;
-// payment.processed commits; payment.failed and order.cancelled release.
+// Types the inventory service acts on. Choreographed: order.created
+// reserves; payment.processed commits; payment.failed and order.cancelled
+// release. Orchestrated: inventory.reserve_stock reserves and
+// inventory.release_stock releases, each answered with saga.step_replied;
+// saga.finished COMPLETED commits.
 var Types = []contract.Type{contract.TypeOrderCreated, contract.TypePaymentProcessed,
-	contract.TypePaymentFailed, contract.TypeOrderCancelled}
+	contract.TypePaymentFailed, contract.TypeOrderCancelled,
+	contract.TypeInventoryReserveStock, contract.TypeInventoryReleaseStock, contract.TypeSagaFinished}
 
 // opOf reads the store operation ev asks for; ok is false for types the
 // service does not act on. An event that cannot be decoded is a permanent
@@ -57,6 +62,33 @@ func opOf(ev idempotent.Event) (op inventorystore.Op, ok bool, err error) {
 			return op, false, err
 		}
 		orderID, op.Action, op.Reason = d.OrderID, inventory.Release, inventorystore.ReasonOrderCancelled
+	case contract.TypeInventoryReserveStock:
+		d, err := idempotent.Decode[contract.InventoryReserveStockV1](ev)
+		if err != nil {
+			return op, false, err
+		}
+		lines := make([]inventory.Line, len(d.Items))
+		for i, it := range d.Items {
+			lines[i] = inventory.Line(it)
+		}
+		return inventorystore.Op{Reserve: &inventorystore.ReserveRequest{OrderID: d.OrderID, Lines: lines, CausationID: ev.EventID},
+			CausationID: ev.EventID, Command: sagaCommand(ev, d.SagaID, d.Step, d.IdempotencyKey)}, true, nil
+	case contract.TypeInventoryReleaseStock:
+		d, err := idempotent.Decode[contract.InventoryReleaseStockV1](ev)
+		if err != nil {
+			return op, false, err
+		}
+		orderID, op.Action, op.Reason = d.OrderID, inventory.Release, inventorystore.ReasonSagaCompensated
+		op.Command = sagaCommand(ev, d.SagaID, d.Step, d.IdempotencyKey)
+	case contract.TypeSagaFinished:
+		d, err := idempotent.Decode[contract.SagaFinishedV1](ev)
+		if err != nil {
+			return op, false, err
+		}
+		if d.Status != contract.SagaFinishedV1StatusCOMPLETED {
+			return op, false, nil // compensation released the stock
+		}
+		orderID, op.Action = d.OrderID, inventory.Commit
 	default:
 		return op, false, nil
 	}
@@ -73,4 +105,8 @@ func BatchHandler() idempotent.BatchHandler {
 		_, err := inventorystore.ApplyBatch(ctx, tx, out, ops)
 		return err
 	})
+}
+
+func sagaCommand(ev idempotent.Event, sagaID, step, key string) *inventorystore.SagaCommand {
+	return &inventorystore.SagaCommand{SagaID: sagaID, Step: step, Key: key, Type: ev.Type(), ID: ev.EventID}
 }

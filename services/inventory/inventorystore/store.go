@@ -36,6 +36,7 @@ const (
 	ReasonPaymentDeclined = "payment_declined"
 	ReasonOrderCancelled  = "order_cancelled"
 	ReasonOutOfStock      = "out_of_stock"
+	ReasonSagaCompensated = "saga_compensated" // inventory.release_stock
 )
 
 // Stock is one SKU's buckets.
@@ -114,12 +115,46 @@ func Apply(ctx context.Context, tx pgx.Tx, events outbox.Emitter, orderID string
 // Op is one saga event's request: a reservation when Reserve is set,
 // otherwise Action (commit or release) on OrderID's reservation, with the
 // release's Reason.
+//
+// Command is set for the orchestrated saga's commands (reserve_stock,
+// release_stock): the op then answers with saga.step_replied instead of
+// the choreographed events (inventory.reserved, rejected, released), which
+// the choreographed services must not see for an orchestrated order.
 type Op struct {
 	Reserve     *ReserveRequest
 	OrderID     string
 	Action      inventory.Action
 	Reason      string
 	CausationID string
+	Command     *SagaCommand
+}
+
+// SagaCommand is the orchestrated saga's command an Op applies.
+type SagaCommand struct {
+	SagaID, Step, Key string
+	Type              contract.Type
+	// ID is the command's event id: the reply answers it.
+	ID string
+}
+
+// Reasons a saga command is refused.
+const (
+	// ReasonReleasedBeforeReserved: the saga released this order's stock
+	// before the reservation arrived; the late reservation is refused.
+	ReasonReleasedBeforeReserved = "released_before_reserved"
+)
+
+// reply emits the saga reply to c for order orderID.
+func reply(events outbox.Emitter, c *SagaCommand, orderID string, ok bool, reason string) error {
+	r := contract.SagaStepRepliedV1{SagaID: c.SagaID, Step: c.Step, CommandType: contract.SagaStepRepliedV1CommandType(c.Type),
+		CommandID: c.ID, IdempotencyKey: c.Key, Outcome: contract.SagaStepRepliedV1OutcomeSucceeded}
+	if !ok {
+		r.Outcome, r.Reason = contract.SagaStepRepliedV1OutcomeFailed, reason
+	}
+	if _, err := events.Emit(outbox.Event{Payload: r, AggregateID: c.SagaID, CorrelationID: orderID, CausationID: c.ID}); err != nil {
+		return fmt.Errorf("saga %s %s reply: %w", c.SagaID, c.Type, err)
+	}
+	return nil
 }
 
 // Outcome is what an Op did: a reservation's status (the existing one for
@@ -131,12 +166,14 @@ type Outcome struct {
 
 // reservation is a reservation row as a batch sees and changes it.
 type reservation struct {
-	id     string
-	status inventory.Status
-	lines  []inventory.Line
-	reason string // the latest non-empty reason set in this batch
-	isNew  bool   // inserted at the end of the batch
-	dirty  bool   // an existing row whose status changed
+	id      string
+	status  inventory.Status
+	lines   []inventory.Line
+	reason  string // the latest non-empty reason set in this batch
+	sagaKey string // the saga command that created it, if any
+	sagaCmd string // and that command's event id
+	isNew   bool   // inserted at the end of the batch
+	dirty   bool   // an existing row whose status changed
 }
 
 // ApplyBatch applies ops in order inside tx and emits their events
@@ -180,20 +217,20 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 	// Lock the existing reservations; q.oid keeps the caller's spelling of
 	// the order id, so the map lookups below match it.
 	byOrder := make(map[string]*reservation, len(orderIDs))
-	rows, err := tx.Query(ctx, `select q.oid, r.id::text, r.status, r.lines
+	rows, err := tx.Query(ctx, `select q.oid, r.id::text, r.status, r.lines, coalesce(r.reason, ''), coalesce(r.saga_command_id, '')
 		from unnest($1::text[]) as q(oid) join reservations r on r.order_id = q.oid::uuid
 		order by r.order_id for update of r`, orderIDs)
 	if err != nil {
 		return nil, fmt.Errorf("lock reservations of %d orders: %w", len(orderIDs), err)
 	}
 	for rows.Next() {
-		var oid, id, st string
+		var oid, id, st, reason, sagaCmd string
 		var linesJSON []byte
-		if err := rows.Scan(&oid, &id, &st, &linesJSON); err != nil {
+		if err := rows.Scan(&oid, &id, &st, &linesJSON, &reason, &sagaCmd); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read reservations: %w", err)
 		}
-		res := &reservation{id: id, status: inventory.Status(st)}
+		res := &reservation{id: id, status: inventory.Status(st), reason: reason, sagaCmd: sagaCmd}
 		if err := json.Unmarshal(linesJSON, &res.lines); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("reservation %s lines: %w", id, err)
@@ -237,7 +274,21 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 		if op.Reserve != nil {
 			r := op.Reserve
 			if res, ok := byOrder[r.OrderID]; ok {
-				out[i].Status = res.status // a repeated order.created
+				out[i].Status = res.status // a repeated order.created or reserve_stock
+				if op.Command != nil {
+					// Answer the repeat as the first time.
+					okay, reason := res.status == inventory.StatusHeld || res.status == inventory.StatusCommitted, res.reason
+					if res.status == inventory.StatusReleased && len(res.lines) == 0 {
+						reason = ReasonReleasedBeforeReserved
+					}
+					first := *op.Command
+					if res.sagaCmd != "" { // made by an earlier reserve_stock: name that command
+						first.ID = res.sagaCmd
+					}
+					if err := reply(events, &first, r.OrderID, okay, reason); err != nil {
+						return nil, err
+					}
+				}
 				continue
 			}
 			lines := reserveLines[i]
@@ -250,6 +301,13 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 			created = append(created, res)
 			createdOrders = append(createdOrders, r.OrderID)
 			out[i].Status = res.status
+			if op.Command != nil {
+				res.sagaKey, res.sagaCmd = op.Command.Key, op.Command.ID
+				if err := reply(events, op.Command, r.OrderID, len(short) == 0, res.reason); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			ev := outbox.Event{AggregateID: r.OrderID, CorrelationID: r.OrderID, CausationID: r.CausationID}
 			if len(short) > 0 {
 				ev.Payload = contract.InventoryRejectedV1{OrderID: r.OrderID, Reason: res.reason, SKUs: short}
@@ -268,11 +326,30 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 			continue
 		}
 		res, ok := byOrder[op.OrderID]
+		if !ok && op.Command != nil && op.Action == inventory.Release {
+			// Released before reserved: a tombstone refuses the late
+			// reservation.
+			res = &reservation{id: schemas.NewEventID(), status: inventory.StatusReleased, lines: []inventory.Line{}, reason: op.Reason,
+				isNew: true, sagaKey: op.Command.Key}
+			byOrder[op.OrderID] = res
+			created = append(created, res)
+			createdOrders = append(createdOrders, op.OrderID)
+		}
 		if !ok {
+			if op.Command != nil {
+				if err := reply(events, op.Command, op.OrderID, true, ""); err != nil {
+					return nil, err
+				}
+			}
 			continue // no reservation: nothing to commit or release
 		}
 		next, move, ok := inventory.Decide(res.status, op.Action)
 		if !ok {
+			if op.Command != nil { // nothing left to release: done
+				if err := reply(events, op.Command, op.OrderID, true, ""); err != nil {
+					return nil, err
+				}
+			}
 			continue // already done, too late, or never held stock
 		}
 		if err := ledger.Move(res.lines, move); err != nil {
@@ -287,6 +364,12 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 			res.dirty = true
 		}
 		out[i].Changed = true
+		if op.Command != nil {
+			if err := reply(events, op.Command, op.OrderID, true, ""); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if next == inventory.StatusReleased {
 			_, err := events.Emit(outbox.Event{AggregateID: op.OrderID, CorrelationID: op.OrderID, CausationID: op.CausationID,
 				Payload: contract.InventoryReleasedV1{OrderID: op.OrderID, ReservationID: res.id, Reason: op.Reason}})
@@ -348,15 +431,18 @@ func writeBatch(ctx context.Context, tx pgx.Tx, before, after inventory.Ledger, 
 			from unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) as u(sku, da, dr, dc) where s.sku = u.sku`, skus, da, dr, dc)
 	}
 	if len(created) > 0 {
-		ids, statuses, lines, reasons := make([]string, len(created)), make([]string, len(created)), make([]string, len(created)), make([]string, len(created))
+		n := len(created)
+		ids, statuses, lines, reasons, keys, cmds := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n)
 		for i, res := range created {
 			lj, _ := json.Marshal(res.lines)
-			ids[i], statuses[i], lines[i], reasons[i] = res.id, string(res.status), string(lj), res.reason
+			ids[i], statuses[i], lines[i], reasons[i], keys[i], cmds[i] = res.id, string(res.status), string(lj), res.reason, res.sagaKey, res.sagaCmd
 		}
-		b.Queue(`insert into reservations (id, order_id, status, lines, reason)
-			select u.id::uuid, u.oid::uuid, u.st, u.ln::jsonb, nullif(u.rs, '')
-			from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) with ordinality as u(id, oid, st, ln, rs, n) order by u.n`,
-			ids, createdOrders, statuses, lines, reasons)
+		b.Queue(`insert into reservations (id, order_id, status, lines, reason, saga_key, saga_command_id)
+			select u.id::uuid, u.oid::uuid, u.st, u.ln::jsonb, nullif(u.rs, ''), nullif(u.k, ''), nullif(u.c, '')
+			from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+				with ordinality as u(id, oid, st, ln, rs, k, c, n) order by u.n`,
+			ids, createdOrders, statuses, lines, reasons, keys, cmds)
 	}
 	var ids, statuses, reasons []string
 	for _, res := range byOrder {

@@ -38,6 +38,9 @@ type Store interface {
 type Handler struct {
 	Store Store
 	Log   *slog.Logger
+	// DefaultFlow is the flow of a request that names none; empty means
+	// choreographed.
+	DefaultFlow order.Flow
 }
 
 // Register mounts the API on mux.
@@ -78,6 +81,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "body must hold exactly one JSON object"})
 		return
+	}
+	if req.Flow == "" {
+		req.Flow = h.DefaultFlow
 	}
 	if err := req.Validate(); err != nil {
 		var fe *order.FieldError

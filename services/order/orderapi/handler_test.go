@@ -66,6 +66,9 @@ func TestBadInputIsRefusedWith4xxAndNothingIsStored(t *testing.T) {
 		{"no items", `{"customer_id":"c","currency":"EUR","items":[]}`, 400, "items"},
 		{"bad currency", `{"customer_id":"c","currency":"euro","items":[{"sku":"A","quantity":1,"unit_price":1}]}`, 400, "currency"},
 		{"two objects", good + good, 400, ""},
+		{"unknown flow", `{"customer_id":"c","currency":"EUR","items":[{"sku":"A","quantity":1,"unit_price":1}],"flow":"psychic"}`, 400, "flow"},
+		{"flow not a string", `{"customer_id":"c","currency":"EUR","items":[{"sku":"A","quantity":1,"unit_price":1}],"flow":1}`, 400, "flow"},
+		{"orchestrated without address", `{"customer_id":"c","currency":"EUR","items":[{"sku":"A","quantity":1,"unit_price":1}],"flow":"orchestrated"}`, 400, "shipping_address"},
 		{"huge body", `{"customer_id":"` + strings.Repeat("x", orderapi.MaxBody) + `"}`, 413, ""},
 	}
 	for _, c := range cases {

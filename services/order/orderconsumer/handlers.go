@@ -17,12 +17,12 @@ import (
 )
 
 // Topics the order service consumes (before any prefix).
-var Topics = []string{contract.TypeInventoryReserved.Topic(), contract.TypePaymentProcessed.Topic()}
+var Topics = []string{contract.TypeInventoryReserved.Topic(), contract.TypePaymentProcessed.Topic(), contract.TypeSagaFinished.Topic()}
 
 // Types the order service acts on; the runner acknowledges the others of
 // its topics without a transaction.
 var Types = []contract.Type{contract.TypeInventoryReserved, contract.TypeInventoryRejected,
-	contract.TypeInventoryReleased, contract.TypePaymentProcessed}
+	contract.TypeInventoryReleased, contract.TypePaymentProcessed, contract.TypeSagaFinished}
 
 // signalOf reads the signal ev carries; ok is false for event types the
 // order service does not consume. A payload that cannot be decoded or
@@ -59,6 +59,12 @@ func signalOf(ev idempotent.Event) (s orderstore.Signal, ok bool, err error) {
 			return s, false, err
 		}
 		orderID, sig = d.OrderID, order.PaymentProcessed
+	case contract.TypeSagaFinished:
+		d, err := idempotent.Decode[contract.SagaFinishedV1](ev)
+		if err != nil {
+			return s, false, err
+		}
+		orderID, sig, reason = sagaOutcome(d)
 	default:
 		return s, false, nil
 	}
@@ -79,4 +85,22 @@ func BatchHandler() idempotent.BatchHandler {
 		_, err := orderstore.ApplyBatch(ctx, tx, out, sigs)
 		return err
 	})
+}
+
+// sagaOutcome is the signal and cancellation reason of an orchestrated
+// checkout's outcome: a cancelled order says which step failed, or that
+// its compensation needs a person (the orchestrator's review entry).
+func sagaOutcome(d contract.SagaFinishedV1) (orderID string, sig order.Signal, reason string) {
+	switch d.Status {
+	case contract.SagaFinishedV1StatusCOMPLETED:
+		return d.OrderID, order.SagaCompleted, ""
+	case contract.SagaFinishedV1StatusFAILED:
+		return d.OrderID, order.SagaFailed, "compensation_failed"
+	default:
+		reason = "saga_compensated"
+		if d.FailedStep != "" {
+			reason = d.FailedStep + "_failed"
+		}
+		return d.OrderID, order.SagaCompensated, reason
+	}
 }

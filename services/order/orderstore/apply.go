@@ -139,6 +139,7 @@ type orderState struct {
 	reason   string
 	total    int64
 	currency string
+	flow     order.Flow
 	changed  bool
 }
 
@@ -152,16 +153,16 @@ type historyRow struct {
 // lockOrders reads and locks the orders of ids (canonical spellings) in
 // id order; ids with no order are left out.
 func lockOrders(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*orderState, error) {
-	rows, err := tx.Query(ctx, `select id::text, status, total_amount, currency from orders
+	rows, err := tx.Query(ctx, `select id::text, status, total_amount, currency, flow from orders
 		where id = any($1::uuid[]) order by id for update`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock %d orders: %w", len(ids), err)
 	}
 	orders := make(map[string]*orderState, len(ids))
-	var id, st, currency string
+	var id, st, currency, flow string
 	var total int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &st, &total, &currency}, func() error {
-		orders[id] = &orderState{status: order.Status(st), total: total, currency: currency}
+	_, err = pgx.ForEachRow(rows, []any{&id, &st, &total, &currency, &flow}, func() error {
+		orders[id] = &orderState{status: order.Status(st), total: total, currency: currency, flow: order.Flow(flow)}
 		return nil
 	})
 	if err != nil {
@@ -172,8 +173,16 @@ func lockOrders(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*order
 
 // terminalEvent is the event an order that reached o.status by s reports,
 // if that status is terminal.
+//
+// An orchestrated order reports nothing: saga.finished already told
+// everyone, and order.cancelled would start the choreographed
+// compensations (inventory release, payment refund) of a saga whose own
+// compensation has run.
 func terminalEvent(id string, o *orderState, s Signal) (outbox.Event, bool) {
 	var ev outbox.Event
+	if o.flow == order.FlowOrchestrated {
+		return ev, false
+	}
 	switch o.status {
 	case order.StatusConfirmed:
 		total := o.total

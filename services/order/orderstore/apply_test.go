@@ -213,3 +213,46 @@ func TestCancelStuckCancelsWithoutCause(t *testing.T) {
 		t.Fatalf("after the sweep:\n%v\nwant:\n%v", got, want)
 	}
 }
+
+// An orchestrated order asks the orchestrator for its checkout (and says
+// nothing the choreographed services act on), waits for the saga's outcome
+// without the stuck-order sweeper, and ends without order.* events.
+func TestOrchestratedOrderRequestsTheSagaAndEndsOnItsOutcome(t *testing.T) {
+	pool := testkit.NewPool(t, outbox.Migrate, orderstore.Migrate)
+	ctx := context.Background()
+	store := &orderstore.Store{Pool: pool}
+	addr := &order.Address{Line1: "1 Main St", City: "Springfield", PostalCode: "12345", Country: "US"}
+	req := order.Request{CustomerID: "c-1", Currency: "USD", Items: []order.Item{{SKU: "A", Quantity: 2, UnitPrice: 500}}, ShippingAddress: addr}
+	var ids []string
+	for _, flow := range []order.Flow{order.FlowOrchestrated, order.FlowOrchestrated, order.FlowChoreographed} {
+		req.Flow = flow
+		o, _, err := store.Create(ctx, req, "")
+		if err != nil || o.Flow != flow {
+			t.Fatalf("create %s: %+v %v", flow, o, err)
+		}
+		ids = append(ids, o.ID)
+	}
+	events := testkit.Strings(t, pool, `select event_type || ' ' || partition_key || ' ' || (payload->'data'->>'total_amount') from outbox order by id`)
+	want := []string{"saga.checkout_requested " + ids[0] + " 1000", "saga.checkout_requested " + ids[1] + " 1000", "order.created " + ids[2] + " 1000"}
+	if !slices.Equal(events, want) {
+		t.Fatalf("events %v, want %v", events, want)
+	}
+	// The sweeper cancels only the choreographed one.
+	if n, err := store.CancelStuck(ctx, 0, 100); err != nil || n != 1 {
+		t.Fatalf("CancelStuck: %d, %v; want 1", n, err)
+	}
+	if _, err := applyBatch(ctx, pool, []orderstore.Signal{
+		{OrderID: ids[0], Signal: order.SagaCompleted, EventID: eventID(1)},
+		{OrderID: ids[1], Signal: order.SagaCompensated, Reason: "create_shipment_failed", EventID: eventID(2)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := testkit.Strings(t, pool, `select status || ' ' || coalesce(reason, '-') from orders order by array_position($1::uuid[], id)`, ids)
+	if !slices.Equal(got, []string{"CONFIRMED -", "CANCELLED create_shipment_failed", "CANCELLED timeout"}) {
+		t.Fatalf("orders %v", got)
+	}
+	if n := testkit.Count(t, pool, `select count(*) from outbox where event_type in ('order.confirmed', 'order.cancelled') and partition_key = any($1)`,
+		ids[:2]); n != 0 {
+		t.Fatalf("orchestrated orders reported %d order.* outcomes", n)
+	}
+}

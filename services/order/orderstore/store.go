@@ -52,6 +52,7 @@ type Order struct {
 	Items           []order.Item   `json:"items"`
 	ShippingAddress *order.Address `json:"shipping_address,omitempty"`
 	PaymentMethod   string         `json:"payment_method"`
+	Flow            order.Flow     `json:"flow"`
 	Status          order.Status   `json:"status"`
 	Reason          string         `json:"reason,omitempty"`
 	CreatedAt       time.Time      `json:"created_at"`
@@ -90,6 +91,9 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 	if req.PaymentMethod == "" {
 		req.PaymentMethod = order.DefaultPaymentMethod
 	}
+	if req.Flow == "" {
+		req.Flow = order.FlowChoreographed
+	}
 	hash := requestHash(req)
 	id := schemas.NewEventID() // a UUIDv7: time-ordered ids index well
 	var key *string
@@ -118,16 +122,23 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 	// wire and on pool connections. A reused idempotency key fails the
 	// order's insert, which undoes the batch; only then is the first order
 	// looked up.
+	// An orchestrated order asks the orchestrator for its checkout instead
+	// of announcing order.created, which would start the choreographed
+	// one: the saga's id is the order's.
+	var payload contract.Payload = ev
+	if req.Flow == order.FlowOrchestrated {
+		payload = checkoutRequest(ev)
+	}
 	b := &pgx.Batch{}
 	b.Queue(`insert into orders (id, customer_id, currency, total_amount, items, shipping_address,
-		payment_method, status, idempotency_key, request_hash) values ($1, $2, $3, $4, $5, $6, $7, 'PENDING', $8, $9)
+		payment_method, status, idempotency_key, request_hash, flow) values ($1, $2, $3, $4, $5, $6, $7, 'PENDING', $8, $9, $10)
 		returning created_at, updated_at`,
-		id, req.CustomerID, req.Currency, req.Total(), items, addr, req.PaymentMethod, key, hash).QueryRow(func(row pgx.Row) error {
+		id, req.CustomerID, req.Currency, req.Total(), items, addr, req.PaymentMethod, key, hash, string(req.Flow)).QueryRow(func(row pgx.Row) error {
 		// The rest of the answer is the request itself: reading back (and
 		// decoding) the JSON just written would only cost time.
 		return row.Scan(&o.CreatedAt, &o.UpdatedAt)
 	})
-	env, err := s.Outbox.Queue(b, outbox.Event{Payload: ev})
+	env, err := s.Outbox.Queue(b, outbox.Event{Payload: payload, AggregateID: id, CorrelationID: id})
 	if err != nil {
 		return Order{}, false, fmt.Errorf("order %s: %w", id, err)
 	}
@@ -138,6 +149,7 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 	case err == nil:
 		o.ID, o.CustomerID, o.Currency, o.TotalAmount = id, req.CustomerID, req.Currency, req.Total()
 		o.Items, o.ShippingAddress, o.PaymentMethod, o.Status = req.Items, req.ShippingAddress, req.PaymentMethod, order.StatusPending
+		o.Flow = req.Flow
 		// The history row's time is the transaction's now(), as is the
 		// order's created_at.
 		o.History = []HistoryEntry{{Status: order.StatusPending, EventType: env.EventType, EventID: env.EventID, At: o.CreatedAt}}
@@ -157,6 +169,21 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 	}
 }
 
+// checkoutRequest is the orchestrated checkout's request for the order ev
+// announces.
+func checkoutRequest(ev contract.OrderCreatedV3) contract.SagaCheckoutRequestedV1 {
+	r := contract.SagaCheckoutRequestedV1{SagaID: ev.OrderID, OrderID: ev.OrderID, CustomerID: ev.CustomerID, TotalAmount: ev.TotalAmount,
+		Currency: ev.Currency, PaymentMethod: ev.PaymentMethod, Items: make([]contract.SagaCheckoutRequestedV1Item, len(ev.Items))}
+	for i, it := range ev.Items {
+		r.Items[i] = contract.SagaCheckoutRequestedV1Item(it)
+	}
+	if a := ev.ShippingAddress; a != nil {
+		addr := contract.SagaCheckoutRequestedV1ShippingAddress(*a)
+		r.ShippingAddress = &addr
+	}
+	return r
+}
+
 func queueHistory(b *pgx.Batch, id string, st order.Status, reason, eventID, eventType string) {
 	var ev *string
 	if eventID != "" {
@@ -166,7 +193,7 @@ func queueHistory(b *pgx.Batch, id string, st order.Status, reason, eventID, eve
 		id, string(st), reason, ev, eventType)
 }
 
-const orderCols = `id::text, customer_id, currency, total_amount, items, shipping_address, payment_method, status,
+const orderCols = `id::text, customer_id, currency, total_amount, items, shipping_address, payment_method, flow, status,
 	coalesce(reason, ''), created_at, updated_at`
 
 func scanHistory(r pgx.CollectableRow) (HistoryEntry, error) {
@@ -180,12 +207,12 @@ func scanHistory(r pgx.CollectableRow) (HistoryEntry, error) {
 func scanOrder(row pgx.Row) (Order, error) {
 	var o Order
 	var items, addr []byte
-	var st string
-	if err := row.Scan(&o.ID, &o.CustomerID, &o.Currency, &o.TotalAmount, &items, &addr, &o.PaymentMethod, &st,
+	var st, flow string
+	if err := row.Scan(&o.ID, &o.CustomerID, &o.Currency, &o.TotalAmount, &items, &addr, &o.PaymentMethod, &flow, &st,
 		&o.Reason, &o.CreatedAt, &o.UpdatedAt); err != nil {
 		return Order{}, err
 	}
-	o.Status = order.Status(st)
+	o.Status, o.Flow = order.Status(st), order.Flow(flow)
 	if err := json.Unmarshal(items, &o.Items); err != nil {
 		return Order{}, fmt.Errorf("order %s items: %w", o.ID, err)
 	}
@@ -233,14 +260,17 @@ func (s *Store) List(ctx context.Context, status order.Status, limit int) ([]Ord
 	return out, nil
 }
 
-// CancelStuck cancels up to limit orders that have been in flight longer
-// than maxAge, reason timeout, and returns how many it cancelled. Rows
+// CancelStuck cancels up to limit choreographed orders that have been in
+// flight longer than maxAge, reason timeout, and returns how many it
+// cancelled. Orchestrated orders are the orchestrator's: its step
+// timeouts end every saga, and cancelling here would contradict a saga
+// that is about to complete. Rows
 // another transaction holds (a payment landing right now) are skipped and
 // looked at again on the next sweep.
 func (s *Store) CancelStuck(ctx context.Context, maxAge time.Duration, limit int) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `select id::text from orders where status in ('PENDING', 'RESERVED')
+		rows, err := tx.Query(ctx, `select id::text from orders where status in ('PENDING', 'RESERVED') and flow = 'choreographed'
 			and created_at < now() - make_interval(secs => $1) order by created_at limit $2 for update skip locked`,
 			maxAge.Seconds(), limit)
 		if err != nil {
