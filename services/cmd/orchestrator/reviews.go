@@ -36,20 +36,15 @@ func reviews(ctx context.Context, args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", "", false, "list: one JSON object per line instead of a table")
 	by := fs.String("by", "", "", "resolve: who resolved the entry (required)")
 	note := fs.String("note", "", "", "resolve: what was done about the saga, e.g. \"refunded by hand, ticket 123\" (required)")
-	var pos []string
-	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return kit.UsageError{Err: err}
+	// kit reads flags before or after the positional arguments, and the
+	// environment even when no flag is given.
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) || errors.Is(err, kit.ErrVersion) {
+			return err
 		}
-		rest = fs.Args()
-		if len(rest) > 0 {
-			pos = append(pos, rest[0])
-			rest = rest[1:]
-		}
+		return kit.UsageError{Err: err}
 	}
+	pos := fs.Args()
 	if err := kit.Require("database-url", *dbURL); err != nil {
 		return kit.UsageError{Err: err}
 	}
