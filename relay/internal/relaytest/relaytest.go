@@ -53,6 +53,12 @@ func Data(key string, seq int, pad int) contract.OrderCreatedV2 {
 // notifies once per chunk. It returns the rows in id order.
 func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey, pad int) {
 	t.Helper()
+	FillChunked(t, pool, topic, keys, perKey, pad, 5000)
+}
+
+// FillChunked is Fill committing every chunk rows in its own transaction.
+func FillChunked(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey, pad, chunk int) {
+	t.Helper()
 	ctx := context.Background()
 	var recs [][]any
 	flush := func() {
@@ -79,7 +85,7 @@ func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey,
 			}
 			rec.Topic = topic
 			recs = append(recs, rec.Values())
-			if len(recs) == 5000 {
+			if len(recs) == chunk {
 				flush()
 			}
 		}
