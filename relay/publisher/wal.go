@@ -60,7 +60,11 @@ type WALRelay struct {
 	*Relay
 	w         WALConfig
 	lag       prometheus.Gauge
+	received  prometheus.Counter
 	streaming atomic.Bool
+	// limitTried is when each topic's max.message.bytes was last looked
+	// up; used by the streaming goroutine only.
+	limitTried map[string]time.Time
 }
 
 // Ready reports whether this instance streams from the slot and Kafka
@@ -110,12 +114,14 @@ func NewWAL(cfg WALConfig) (*WALRelay, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &WALRelay{Relay: r, w: cfg}
+	w := &WALRelay{Relay: r, w: cfg, limitTried: map[string]time.Time{}}
+	w.received = prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_relay_wal_received_rows_total",
+		Help: "Outbox inserts this instance decoded from the replication stream (re-sent ones after a restart included)."})
 	w.lag = prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_relay_wal_slot_lag_bytes",
 		Help: "WAL the server keeps for the relay's slot: current WAL position minus the slot's confirmed flush LSN."})
 	if reg != nil {
 		r.m = newMetrics(reg)
-		reg.MustRegister(w.lag)
+		reg.MustRegister(w.lag, w.received)
 	}
 	return w, nil
 }
@@ -423,6 +429,7 @@ func (w *WALRelay) decode(ctx context.Context, s *walSession, xld pglogrepl.XLog
 		if err != nil {
 			return err
 		}
+		w.received.Inc()
 		return w.produceWAL(ctx, s, rw)
 	case *pglogrepl.CommitMessage:
 		s.mu.Lock()
@@ -542,7 +549,10 @@ func failureKind(err error) string {
 }
 
 func (w *WALRelay) tooLarge(ctx context.Context, rw row) error {
-	if _, ok := w.limits.get(rw.topic); !ok {
+	if _, ok := w.limits.get(rw.topic); !ok && time.Since(w.limitTried[rw.topic]) > time.Minute {
+		// Looked up at most once a minute per topic: with the broker away a
+		// lookup per row would stall the stream.
+		w.limitTried[rw.topic] = time.Now()
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		w.limits.load(lctx, w.adm, []string{rw.topic})
 		cancel()

@@ -126,3 +126,88 @@ func TestWALRelayStandbyTakesTheSlotWithinSecondsWhenTheActiveOneDies(t *testing
 		t.Fatal(errs)
 	}
 }
+
+func TestWALRelayKilledWhileTheBrokerIsDownConfirmsNothingUnacknowledgedAndLosesNothing(t *testing.T) {
+	pk := testkit.NewPrivateKafka(t)
+	k := pk.Kafka()
+	url, count := newOutbox(t)
+	pool := testkit.Pool(t, url)
+	wr, topic := relaytest.WALTopic(t, k, 2)
+	slot, args := walArgs(t, url)
+	args = append(args, "--delivery-timeout", "2m")
+
+	first := relaytest.StartRelay(t, "relay-1", url, k.Brokers, args...)
+	relaytest.WaitFor(t, 30*time.Second, "relay-1 streaming", func() error {
+		if activePID(t, count, slot) == 0 {
+			return fmt.Errorf("slot %s not active", slot)
+		}
+		return nil
+	})
+	keys := relaytest.Keys(5)
+	for _, key := range keys {
+		if _, err := relaytest.TryAppendWith(pool, wr, key, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(keys, 1, 60*time.Second)
+
+	pk.Stop(t)
+	// bound is at or past the end of the first transaction appended while
+	// the broker is down: the slot must not confirm it, as its record has
+	// no ack.
+	var bound string
+	for seq := 2; seq <= 5; seq++ {
+		for _, key := range keys {
+			if _, err := relaytest.TryAppendWith(pool, wr, key, seq, 0); err != nil {
+				t.Fatal(err)
+			}
+			if bound == "" {
+				if err := pool.QueryRow(context.Background(), "select pg_current_wal_insert_lsn()::text").Scan(&bound); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	var after string
+	if err := pool.QueryRow(context.Background(), "select pg_current_wal_lsn()::text").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.WaitFor(t, 30*time.Second, "the relay received the rows appended while the broker is down", func() error {
+		if count("select count(*) from pg_stat_replication where pid = $1 and sent_lsn >= $2::pg_lsn", activePID(t, count, slot), after) != 1 {
+			return fmt.Errorf("walsender has not sent up to %s", after)
+		}
+		return nil
+	})
+	addr := relaytest.HTTPAddr(t, first, 10*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "the relay decoded the rows appended while the broker is down", func() error {
+		m, err := scrape("http://" + addr + "/metrics")
+		if err != nil {
+			return err
+		}
+		if n := m["concord_relay_wal_received_rows_total"]; n != 25 {
+			return fmt.Errorf("%v of 25 rows decoded", n)
+		}
+		return nil
+	})
+	// Fifteen status intervals: the slot must not confirm a row whose
+	// record has no ack.
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); <-time.After(100 * time.Millisecond) {
+		if n := count("select count(*) from pg_replication_slots where slot_name = $1 and confirmed_flush_lsn >= $2::pg_lsn", slot, bound); n != 0 {
+			t.Fatalf("slot %s confirmed %s, a row whose record has no ack, while the broker was down", slot, bound)
+		}
+	}
+	first.Kill()
+	pk.Start(t)
+	relaytest.StartRelay(t, "relay-2", url, k.Brokers, args...)
+	check.WaitAll(keys, 5, 90*time.Second)
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
+		if n := count("select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d pending", n)
+		}
+		return nil
+	})
+}
