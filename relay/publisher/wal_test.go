@@ -128,3 +128,42 @@ func TestWALRelayPublishesRowsPendingBeforeItsSlotExisted(t *testing.T) {
 		t.Fatal(errs)
 	}
 }
+
+func TestWALRelayStreamsAgainAfterPostgresRestarts(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pg := testkit.NewPrivatePostgres(t)
+	pool := migrated(t, testkit.Pool(t, pg.URL))
+	wr, topic := relaytest.WALTopic(t, k, 2)
+	w := startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers},
+		BackoffMin: 50 * time.Millisecond, BackoffMax: time.Second}})
+	keys := relaytest.Keys(10)
+	for _, key := range keys {
+		if _, err := relaytest.TryAppendWith(pool, wr, key, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(keys, 1, 60*time.Second)
+
+	pg.Stop(t)
+	pg.Start(t)
+	for _, key := range keys {
+		relaytest.WaitFor(t, 20*time.Second, "append after the restart", func() error {
+			_, err := relaytest.TryAppendWith(pool, wr, key, 2, 0) // the pool drops its dead connections as it meets them
+			return err
+		})
+	}
+	check.WaitAll(keys, 2, 60*time.Second)
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	relaytest.WaitFor(t, 30*time.Second, "every row marked published and the relay streaming", func() error {
+		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d rows pending", n)
+		}
+		if !w.Streaming() {
+			return errors.New("not streaming")
+		}
+		return nil
+	})
+}
