@@ -301,8 +301,16 @@ type walMsg struct {
 func (w *WALRelay) stream(ctx context.Context, conn *pgconn.PgConn, s *walSession) error {
 	msgs := make(chan walMsg, 256)
 	recvCtx, stopRecv := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRecv()
+	recvDone := make(chan struct{})
+	defer func() {
+		// Closing the socket ends the blocked read; the caller's Close of
+		// conn must not run while the reader still uses it.
+		stopRecv()
+		_ = conn.Conn().Close()
+		<-recvDone
+	}()
 	go func() {
+		defer close(recvDone)
 		for {
 			m, err := conn.ReceiveMessage(recvCtx)
 			if cd, ok := m.(*pgproto3.CopyData); ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/internal/relaytest"
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
 )
 
@@ -59,7 +61,7 @@ func startWAL(t *testing.T, pool *pgxpool.Pool, cfg publisher.WALConfig) *publis
 func TestWALRelayPublishesAppendsInCommitOrderPerKeyAndMarksThem(t *testing.T) {
 	k := testkit.NewKafka(t)
 	pool := newPool(t)
-	wr, topic := relaytest.WALTopic(t, k, 4)
+	wr, topic := relaytest.WALTopic(t, k, 4, nil)
 	w := startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers}}})
 
 	// Concurrent appenders through outbox.Append, each key's events in
@@ -133,7 +135,7 @@ func TestWALRelayStreamsAgainAfterPostgresRestarts(t *testing.T) {
 	k := testkit.NewKafka(t)
 	pg := testkit.NewPrivatePostgres(t)
 	pool := migrated(t, testkit.Pool(t, pg.URL))
-	wr, topic := relaytest.WALTopic(t, k, 2)
+	wr, topic := relaytest.WALTopic(t, k, 2, nil)
 	w := startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers},
 		BackoffMin: 50 * time.Millisecond, BackoffMax: time.Second}})
 	keys := relaytest.Keys(10)
@@ -166,4 +168,65 @@ func TestWALRelayStreamsAgainAfterPostgresRestarts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := newPool(t)
+	limit := "4096"
+	wr, topic := relaytest.WALTopic(t, k, 2, map[string]*string{"max.message.bytes": &limit})
+	startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers},
+		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond}})
+
+	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
+	appendSeq := func(key string, seq, pad int) int64 {
+		t.Helper()
+		id, err := relaytest.TryAppendWith(pool, wr, key, seq, pad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	appendSeq(poison, 1, 0)
+	bad := appendSeq(poison, 2, 8000) // over the topic's 4096 bytes
+	appendSeq(poison, 3, 0)
+	appendSeq(poison, 4, 0)
+	for seq := 1; seq <= 10; seq++ {
+		for _, key := range others {
+			appendSeq(key, seq, 0)
+		}
+	}
+	ctx := context.Background()
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(others, 10, 60*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "the oversized row parked", func() error {
+		parked, err := outbox.Parked(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if len(parked) != 1 || parked[0].ID != bad {
+			return fmt.Errorf("parked rows %+v", parked)
+		}
+		if p := parked[0]; p.Attempts != 3 || !strings.Contains(p.LastError, "MESSAGE_TOO_LARGE") || p.Waiting != 2 {
+			return fmt.Errorf("parked row %+v: want 3 attempts, MESSAGE_TOO_LARGE, 2 rows waiting", p)
+		}
+		return nil
+	})
+	// The key waits behind its parked row: seq 1 went, 3 and 4 did not.
+	check.Poll(time.Second)
+	if got := check.Seq(poison); got != 1 {
+		t.Fatalf("poison key reached seq %d while its seq 2 is parked; want 1", got)
+	}
+
+	if err := outbox.Skip(ctx, pool, bad, "too large for the topic; re-emitted by hand"); err != nil {
+		t.Fatal(err)
+	}
+	check.Skipped(poison, 2)
+	check.WaitAll([]string{poison}, 4, 30*time.Second)
+	// The key flows through the stream again.
+	appendSeq(poison, 5, 0)
+	check.WaitAll([]string{poison}, 5, 30*time.Second)
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
 }

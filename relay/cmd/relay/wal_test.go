@@ -76,7 +76,7 @@ func TestWALRelayStandbyTakesTheSlotWithinSecondsWhenTheActiveOneDies(t *testing
 	k := testkit.NewKafka(t)
 	url, count := newOutbox(t)
 	pool := testkit.Pool(t, url)
-	wr, topic := relaytest.WALTopic(t, k, 2)
+	wr, topic := relaytest.WALTopic(t, k, 2, nil)
 	slot, args := walArgs(t, url)
 
 	a := relaytest.StartRelay(t, "relay-a", url, k.Brokers, args...)
@@ -132,7 +132,7 @@ func TestWALRelayKilledWhileTheBrokerIsDownConfirmsNothingUnacknowledgedAndLoses
 	k := pk.Kafka()
 	url, count := newOutbox(t)
 	pool := testkit.Pool(t, url)
-	wr, topic := relaytest.WALTopic(t, k, 2)
+	wr, topic := relaytest.WALTopic(t, k, 2, nil)
 	slot, args := walArgs(t, url)
 	args = append(args, "--delivery-timeout", "2m")
 

@@ -430,11 +430,11 @@ func HTTPAddr(t testing.TB, p *proc.Process, timeout time.Duration) string {
 
 var httpAddrRE = regexp.MustCompile(`http listening.*?addr"?[=:]"?([0-9.]+:[0-9]+)`)
 
-// WALTopic creates a unique topic that outbox rows reach through a
+// WALTopic creates a unique topic (with the given topic configs) that outbox rows reach through a
 // Writer's TopicPrefix, so events appended with the services' own path go
 // to it in the inserted row itself (the WAL relay publishes the row as
 // inserted; a later update of its topic is not in the stream).
-func WALTopic(t testing.TB, k *testkit.Kafka, partitions int32) (outbox.Writer, string) {
+func WALTopic(t testing.TB, k *testkit.Kafka, partitions int32, configs map[string]*string) (outbox.Writer, string) {
 	t.Helper()
 	_, rec, err := outbox.Prepare(outbox.Event{Payload: Data(Keys(1)[0], 1, 0)})
 	if err != nil {
@@ -445,7 +445,7 @@ func WALTopic(t testing.TB, k *testkit.Kafka, partitions int32) (outbox.Writer, 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := k.Admin(t)
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
