@@ -206,7 +206,10 @@ func (w *WALRelay) EnsurePublication(ctx context.Context) error {
 // DropSlot drops the relay's slot (tests, decommissioning): the server
 // stops keeping WAL for it. It fails while an instance streams from it.
 func (w *WALRelay) DropSlot(ctx context.Context) error {
-	_, err := w.cfg.Pool.Exec(ctx, "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1", w.w.Slot)
+	if _, err := w.cfg.Pool.Exec(ctx, "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1", w.w.Slot); err != nil {
+		return err
+	}
+	_, err := w.cfg.Pool.Exec(ctx, "delete from outbox_wal_slot where slot = $1", w.w.Slot)
 	return err
 }
 
@@ -254,16 +257,26 @@ func (w *WALRelay) session(ctx context.Context) (bool, error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
-	created := false
 	_, err = pglogrepl.CreateReplicationSlot(ctx, conn, w.w.Slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{})
 	var pgErr *pgconn.PgError
+	// Every row committed before the slot's consistent point is visible
+	// now, so its id is at most max(id). A new slot records (or resets)
+	// the rows to drain; an existing one records them only if that was
+	// never done (a relay that died right after creating it), which
+	// drains more than needed, never less.
+	record := `insert into outbox_wal_slot (slot, drain_upto) values ($1, (select coalesce(max(id), 0) from outbox))
+		on conflict (slot) do nothing`
 	switch {
 	case err == nil:
-		created = true
 		w.log.Info("replication slot created", "slot", w.w.Slot)
+		record = `insert into outbox_wal_slot (slot, drain_upto) values ($1, (select coalesce(max(id), 0) from outbox))
+			on conflict (slot) do update set drain_upto = excluded.drain_upto, drained_at = null`
 	case errors.As(err, &pgErr) && pgErr.Code == "42710": // exists already
 	default:
 		return false, fmt.Errorf("create replication slot %s: %w", w.w.Slot, err)
+	}
+	if _, err := w.cfg.Pool.Exec(ctx, record, w.w.Slot); err != nil {
+		return false, fmt.Errorf("record the drain of slot %s: %w", w.w.Slot, err)
 	}
 
 	s := &walSession{relations: map[uint32]*pglogrepl.RelationMessage{}, blocked: map[string]int64{}, types: pgtype.NewMap()}
@@ -278,13 +291,24 @@ func (w *WALRelay) session(ctx context.Context) (bool, error) {
 	w.log.Info("streaming from replication slot", "slot", w.w.Slot)
 	w.streaming.Store(true)
 	defer w.streaming.Store(false)
-	if created {
-		// Rows committed before the slot existed are not in its stream:
-		// publish what is pending now, before the stream's first row, so
-		// per-key order holds (rows also in the stream go twice).
-		if err := w.drainPending(ctx, s); err != nil {
+	// Rows committed before the slot existed are not in its stream: they are
+	// published from the table, before the stream's first row so per-key
+	// order holds (rows also in the stream go twice), until that is done
+	// once, whichever start of the relay gets there.
+	var upTo int64
+	err = w.cfg.Pool.QueryRow(ctx, "select drain_upto from outbox_wal_slot where slot = $1 and drained_at is null", w.w.Slot).Scan(&upTo)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return true, fmt.Errorf("read the drain of slot %s: %w", w.w.Slot, err)
+	default:
+		if err := w.drainPending(ctx, s, upTo); err != nil {
 			return true, err
 		}
+		if _, err := w.cfg.Pool.Exec(ctx, "update outbox_wal_slot set drained_at = now() where slot = $1", w.w.Slot); err != nil {
+			return true, fmt.Errorf("record the drain of slot %s: %w", w.w.Slot, err)
+		}
+		w.log.Info("rows pending before the slot existed published", "slot", w.w.Slot, "up_to_id", upTo)
 	}
 	return true, w.stream(ctx, conn, s)
 }
@@ -739,15 +763,16 @@ func (w *WALRelay) sweepBlocked(ctx context.Context, s *walSession) error {
 	return nil
 }
 
-// drainPending publishes, in id order, every pending row of keys that are
-// not blocked, synchronously: the rows committed before the slot existed.
-func (w *WALRelay) drainPending(ctx context.Context, s *walSession) error {
+// drainPending publishes, in id order, every pending row up to id upTo of
+// keys that are not blocked, synchronously: the rows committed before the
+// slot existed.
+func (w *WALRelay) drainPending(ctx context.Context, s *walSession, upTo int64) error {
 	var last int64
 	for {
 		rows, err := w.cfg.Pool.Query(ctx, `select id, event_id::text, partition_key, topic, event_type, event_version,
 		       payload::text, headers, created_at, attempts
-		  from outbox where published_at is null and skipped_at is null and parked_at is null and id > $1
-		 order by id limit 1000`, last)
+		  from outbox where published_at is null and skipped_at is null and parked_at is null and id > $1 and id <= $2
+		 order by id limit 1000`, last, upTo)
 		if err != nil {
 			return fmt.Errorf("read rows pending before the slot: %w", err)
 		}
