@@ -211,3 +211,26 @@ func TestWALRelayKilledWhileTheBrokerIsDownConfirmsNothingUnacknowledgedAndLoses
 		return nil
 	})
 }
+
+func TestWALModeFlagsExplainBadUsage(t *testing.T) {
+	url, _ := newOutbox(t)
+	bin := relaytest.BuildRelay(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mode", "wat", "--database-url", url}, `--mode "wat": want poll or wal`},
+		{[]string{"--mode", "wal", "--slot", "Bad-Slot", "--database-url", url}, `slot "Bad-Slot"`},
+	} {
+		out, err := runBin(bin, c.args...)
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("relay %v: %v %q, want an error containing %q", c.args, err, out, c.want)
+		}
+	}
+	out, _ := runBin(bin, "--help")
+	for _, flag := range []string{"--mode", "--slot", "--publication", "--status-interval", "--slot-retry"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("relay --help does not explain %s:\n%s", flag, out)
+		}
+	}
+}
