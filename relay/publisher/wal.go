@@ -369,15 +369,41 @@ func (w *WALRelay) stream(ctx context.Context, conn *pgconn.PgConn, s *walSessio
 		sent = lsn
 		return nil
 	}
+	// Marking rows published takes a round trip: it runs on its own
+	// goroutine so decoding and producing never wait for it.
+	settleErr := make(chan error, 1)
+	settleCtx, stopSettle := context.WithCancel(context.WithoutCancel(ctx))
+	settleDone := make(chan struct{})
+	go func() {
+		defer close(settleDone)
+		t := time.NewTicker(w.w.StatusInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-settleCtx.Done():
+				return
+			case <-t.C:
+			}
+			if err := w.settleWAL(settleCtx, s); err != nil {
+				settleErr <- err
+				return
+			}
+		}
+	}()
+	stopSettling := func() { stopSettle(); <-settleDone }
+	defer stopSettling()
 	for {
 		select {
 		case <-ctx.Done():
 			// Drain: wait for the records in flight, mark, confirm.
+			stopSettling()
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DeliveryTimeout)
 			_ = w.client.Flush(fctx)
 			cancel()
 			err := w.settleWAL(context.WithoutCancel(ctx), s)
 			return errors.Join(err, status(true))
+		case err := <-settleErr:
+			return err
 		case m := <-msgs:
 			if m.err != nil {
 				return fmt.Errorf("replication stream: %w", m.err)
@@ -386,9 +412,6 @@ func (w *WALRelay) stream(ctx context.Context, conn *pgconn.PgConn, s *walSessio
 				return err
 			}
 		case <-tick.C:
-			if err := w.settleWAL(ctx, s); err != nil {
-				return err
-			}
 			if err := status(false); err != nil {
 				return err
 			}
