@@ -168,21 +168,22 @@ func (w *WALRelay) Run(ctx context.Context) error {
 	w.log.Info("relay running in WAL mode", "slot", w.w.Slot, "publication", w.w.Publication)
 	retry := backoff.Loop{First: w.cfg.BackoffMin, Max: w.cfg.BackoffMax}
 	for ctx.Err() == nil {
+		began := time.Now()
 		started, err := w.session(ctx)
 		if ctx.Err() != nil {
 			break
 		}
 		var wait time.Duration
 		if started {
+			if time.Since(began) > time.Minute {
+				retry.Succeeded() // a long healthy session: start the backoff over
+			}
 			wait = retry.Failed()
 		} else {
 			wait = w.w.StartRetry // another instance holds the slot, or the server is away
 		}
 		w.log.Warn("WAL relay session ended; starting again", "err", err, "retry_in", wait)
 		w.sleep(ctx, -1, wait)
-		if started && err == nil {
-			retry.Succeeded()
-		}
 	}
 	w.log.Info("relay stopped: records in flight acknowledged, marked and confirmed")
 	return nil
