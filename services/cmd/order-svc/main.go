@@ -27,6 +27,9 @@ func run(ctx context.Context, args []string) error {
 			sweepEvery = fs.Duration("sweep-interval", "ORDER_SWEEP_INTERVAL", time.Second, "how often stuck orders are looked for")
 		},
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
+			if err := orderstore.RegisterMetrics(env.Ops.Registry); err != nil {
+				return nil, err
+			}
 			store := &orderstore.Store{Pool: env.Pool, Outbox: env.Outbox}
 			(&orderapi.Handler{Store: store, Log: env.Log}).Register(env.API)
 			sweeper := &orderstore.Sweeper{Store: store, MaxAge: *stuckAfter, Interval: *sweepEvery, Log: env.Log}

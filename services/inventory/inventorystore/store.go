@@ -8,6 +8,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -233,11 +234,13 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 	out := make([]Outcome, len(ops))
 	var created []*reservation
 	var createdOrders []string
+	var outcomes []string // for the reservations counter
 	for i, op := range ops {
 		if op.Reserve != nil {
 			r := op.Reserve
 			if res, ok := byOrder[r.OrderID]; ok {
 				out[i].Status = res.status // a repeated order.created
+				outcomes = append(outcomes, "duplicate")
 				continue
 			}
 			lines := reserveLines[i]
@@ -250,6 +253,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 			created = append(created, res)
 			createdOrders = append(createdOrders, r.OrderID)
 			out[i].Status = res.status
+			outcomes = append(outcomes, strings.ToLower(string(res.status)))
 			ev := outbox.Event{AggregateID: r.OrderID, CorrelationID: r.OrderID, CausationID: r.CausationID}
 			if len(short) > 0 {
 				ev.Payload = contract.InventoryRejectedV1{OrderID: r.OrderID, Reason: res.reason, SKUs: short}
@@ -287,6 +291,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 			res.dirty = true
 		}
 		out[i].Changed = true
+		outcomes = append(outcomes, strings.ToLower(string(next)))
 		if next == inventory.StatusReleased {
 			_, err := events.Emit(outbox.Event{AggregateID: op.OrderID, CorrelationID: op.OrderID, CausationID: op.CausationID,
 				Payload: contract.InventoryReleasedV1{OrderID: op.OrderID, ReservationID: res.id, Reason: op.Reason}})
@@ -298,6 +303,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 	if err := writeBatch(ctx, tx, before, ledger, created, createdOrders, byOrder); err != nil {
 		return nil, err
 	}
+	countOutcomes(outcomes)
 	return out, nil
 }
 
