@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -120,4 +121,62 @@ func (m Metrics) LintClean(t testing.TB, what string) {
 	if len(problems) > 0 {
 		t.Errorf("%s: promlint found %d problems:\n%s", what, len(problems), strings.Join(problems, "\n"))
 	}
+}
+
+// SeriesTable is a README's table of exported series: each row's first
+// cell is the backquoted family name; a row whose text says "on error"
+// lists a family that appears only once something failed.
+type SeriesTable map[string]bool // family → always present
+
+// ReadSeriesTable parses the series table of a README (rows starting with
+// "| `concord_").
+func ReadSeriesTable(t testing.TB, path string) SeriesTable {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := SeriesTable{}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "| `")
+		if !ok {
+			continue
+		}
+		name, _, ok := strings.Cut(rest, "`")
+		if !ok || !strings.HasPrefix(name, "concord_") {
+			continue
+		}
+		table[name] = !strings.Contains(rest, "on error")
+	}
+	if len(table) == 0 {
+		t.Fatalf("%s: no series table (rows starting with | `concord_)", path)
+	}
+	return table
+}
+
+// Diff compares the table with a scrape, over the families whose names
+// start with one of prefixes: a family exported but not listed, or listed
+// as always present but not exported, is a difference.
+func (s SeriesTable) Diff(m Metrics, prefixes ...string) []string {
+	in := func(name string) bool {
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) {
+				return true
+			}
+		}
+		return false
+	}
+	var diff []string
+	for _, n := range m.Names() {
+		if _, ok := s[n]; in(n) && !ok {
+			diff = append(diff, "exported but not in the README: "+n)
+		}
+	}
+	for n, always := range s {
+		if _, ok := m[n]; in(n) && always && !ok {
+			diff = append(diff, "in the README but not exported: "+n)
+		}
+	}
+	sort.Strings(diff)
+	return diff
 }
