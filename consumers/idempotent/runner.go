@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -102,6 +103,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		kgo.OnPartitionsLost(r.lost),
 		kgo.ProducerLinger(0),
 	}
+	opts = append(opts, kit.KafkaMetrics(r.cfg.Registerer, "consumer", prometheus.Labels{"group": r.cfg.Group}))
 	cl, err := kit.NewKafkaClient(ctx, r.cfg.Kafka, r.cfg.Logger, append(opts, r.cfg.KafkaOpts...)...)
 	if err != nil {
 		return fmt.Errorf("consumer group %s: %w", r.cfg.Group, err)

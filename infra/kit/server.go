@@ -49,7 +49,10 @@ type OpsServer struct {
 }
 
 // NewOpsServer listens on addr (":0" picks a free port) and registers the
-// process and Go collectors and concord_build_info. Checks run in order on /readyz.
+// process and Go collectors and concord_build_info. Every request it serves
+// counts in concord_http_requests_total and
+// concord_http_request_duration_seconds under the pattern of Mux (or of a
+// ServeMux mounted on it) that matched. Checks run in order on /readyz.
 func NewOpsServer(addr string, checks ...ReadyFunc) (*OpsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -73,7 +76,7 @@ func NewOpsServer(addr string, checks ...ReadyFunc) (*OpsServer, error) {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	srv := &http.Server{
-		Handler:           LimitBody(mux, DefaultMaxBodyBytes),
+		Handler:           LimitBody(NewHTTPMetrics(reg).Wrap(mux), DefaultMaxBodyBytes),
 		ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		ReadTimeout:       DefaultReadTimeout,
 		WriteTimeout:      DefaultWriteTimeout,

@@ -272,7 +272,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	cl := r.cfg.Client
 	if cl == nil {
 		var err error
-		cl, err = kit.NewKafkaClient(ctx, r.cfg.Kafka, r.log, ProducerOpts(r.cfg, r.limits.get)...)
+		opts := append(ProducerOpts(r.cfg, r.limits.get), kit.KafkaMetrics(r.cfg.Registerer, "relay", nil))
+		cl, err = kit.NewKafkaClient(ctx, r.cfg.Kafka, r.log, opts...)
 		if err != nil {
 			return err
 		}

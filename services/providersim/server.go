@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 )
 
@@ -137,6 +138,7 @@ type Server struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	wake  chan struct{}
+	calls *prometheus.CounterVec
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -223,7 +225,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{
+	s := &Server{calls: newCallsCounter(),
 		cfg: cfg, clock: cfg.Clock, dice: newDice(cfg.Seed), log: cfg.Logger,
 		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, drain: make(chan struct{}),
 		st: st, faults: cfg.Faults, limiters: make(map[string]*rate.Limiter),
@@ -336,7 +338,9 @@ func (s *Server) api(h func(*request) response) http.Handler {
 		reqID := s.dice.idFrom(streamRequestIDs, "req")
 		w.Header().Set("Request-Id", reqID)
 		w.Header().Set("Content-Type", "application/json")
+		injected := "" // the fault that decided the answer, if any
 		write := func(res response) {
+			s.calls.WithLabelValues(hr.Pattern, callOutcome(res.status, injected)).Inc()
 			w.WriteHeader(res.status)
 			_, _ = w.Write(res.body)
 		}
@@ -373,11 +377,13 @@ func (s *Server) api(h func(*request) response) http.Handler {
 		}
 		if inject429 {
 			s.count(func(st *Stats) { st.Injected429++ })
+			injected = "injected_rate_limit"
 			write(rateLimitError().response())
 			return
 		}
 		if inject5xx {
 			s.count(func(st *Stats) { st.Injected5xx++ })
+			injected = "injected_server_error"
 			write((&apiError{Status: http.StatusInternalServerError, Type: errTypeAPI,
 				Message: "An unknown error occurred (injected by provider-sim)."}).response())
 			return
@@ -409,6 +415,7 @@ func (s *Server) api(h func(*request) response) http.Handler {
 		s.nudge()
 
 		if hang {
+			s.calls.WithLabelValues(hr.Pattern, "hung").Inc()
 			select {
 			case <-hr.Context().Done():
 			case <-s.drain:

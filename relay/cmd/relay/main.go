@@ -116,6 +116,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := kit.RegisterPool(ops.Registry, "relay", pool); err != nil {
+		return err
+	}
 	kcfg := kf.Config()
 	cfg := publisher.Config{
 		Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,

@@ -127,15 +127,24 @@ func run(ctx context.Context, args []string) error {
 	if err := console.Migrate(startCtx, opened["database-url"]); err != nil {
 		return err
 	}
-	kc, err := kit.NewKafkaClient(startCtx, kf.Config(), log, kgo.ProducerLinger(0))
-	if err != nil {
-		return err
-	}
-	defer kc.Close()
 	ops, err := kit.NewOpsServer(*addr, func(ctx context.Context) error { return opened["payments-database-url"].Ping(ctx) })
 	if err != nil {
 		return err
 	}
+	for flag, p := range opened {
+		name := strings.TrimSuffix(flag, "-database-url") // orders, inventory, …
+		if flag == "database-url" {
+			name = "console"
+		}
+		if err := kit.RegisterPool(ops.Registry, name, p); err != nil {
+			return err
+		}
+	}
+	kc, err := kit.NewKafkaClient(startCtx, kf.Config(), log, kgo.ProducerLinger(0), kit.KafkaMetrics(ops.Registry, "console", nil))
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
 	cfg := console.Config{
 		Orders:     console.Service{Name: "order-svc", Pool: opened["orders-database-url"]},
 		Inventory:  console.Service{Name: "inventory-svc", Pool: opened["inventory-database-url"]},

@@ -28,6 +28,9 @@ func run(ctx context.Context, args []string) error {
 		// depend on it.
 		MaxConcurrentPartitions: 1,
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
+			if err := inventorystore.RegisterMetrics(env.Ops.Registry); err != nil {
+				return nil, err
+			}
 			(&inventoryapi.Handler{Pool: env.Pool, Log: env.Log}).Register(env.API)
 			return nil, nil
 		},

@@ -39,6 +39,9 @@ func run(ctx context.Context, args []string) error {
 			return nil
 		},
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
+			if err := orderstore.RegisterMetrics(env.Ops.Registry); err != nil {
+				return nil, err
+			}
 			store := &orderstore.Store{Pool: env.Pool, Outbox: env.Outbox}
 			(&orderapi.Handler{Store: store, Log: env.Log, DefaultFlow: order.Flow(*defaultFlow)}).Register(env.API)
 			sweeper := &orderstore.Sweeper{Store: store, MaxAge: *stuckAfter, Interval: *sweepEvery, Log: env.Log}

@@ -115,6 +115,10 @@ func run(ctx context.Context, args []string) error {
 		_ = sim.Close()
 		return err
 	}
+	if err := ops.Registry.Register(sim.Metrics()); err != nil {
+		_ = sim.Close()
+		return err
+	}
 	ops.Mux.Handle("/", sim)
 	log.Info("provider-sim ready", "addr", ops.Addr(), "seed", *seed, "data_dir", *dataDir, "admin", *admin,
 		"webhooks", len(endpoints), "faults", faults.Values())

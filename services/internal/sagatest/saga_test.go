@@ -40,6 +40,7 @@ func TestSagaScenariosOnASharedDeployment(t *testing.T) {
 		{"SuccessKnownOnlyFromTheWebhookConfirms", successKnownOnlyFromTheWebhookConfirms},
 		{"DuplicatedAndReorderedWebhooksApplyOnce", duplicatedAndReorderedWebhooksApplyOnce},
 		{"ConcurrentOrdersForTheLastUnitExactlyOneWins", concurrentOrdersForTheLastUnitExactlyOneWins},
+		{"MetricsCountTheSagaAndLintClean", metricsCountTheSagaAndLintClean},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()

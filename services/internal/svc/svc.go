@@ -158,6 +158,9 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	if err := kit.RegisterPool(ops.Registry, spec.Name, pool); err != nil {
+		return err
+	}
 	if *profiling {
 		ops.Mux.HandleFunc("/debug/pprof/", pprof.Index)
 		ops.Mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

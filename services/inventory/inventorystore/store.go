@@ -8,6 +8,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -270,6 +271,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 	out := make([]Outcome, len(ops))
 	var created []*reservation
 	var createdOrders []string
+	var outcomes []string // for the reservations counter
 	for i, op := range ops {
 		if op.Reserve != nil {
 			r := op.Reserve
@@ -289,6 +291,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 						return nil, err
 					}
 				}
+				outcomes = append(outcomes, "duplicate")
 				continue
 			}
 			lines := reserveLines[i]
@@ -301,6 +304,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 			created = append(created, res)
 			createdOrders = append(createdOrders, r.OrderID)
 			out[i].Status = res.status
+			outcomes = append(outcomes, strings.ToLower(string(res.status)))
 			if op.Command != nil {
 				res.sagaKey, res.sagaCmd = op.Command.Key, op.Command.ID
 				if err := reply(events, op.Command, r.OrderID, len(short) == 0, res.reason); err != nil {
@@ -364,6 +368,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 			res.dirty = true
 		}
 		out[i].Changed = true
+		outcomes = append(outcomes, strings.ToLower(string(next)))
 		if op.Command != nil {
 			if err := reply(events, op.Command, op.OrderID, true, ""); err != nil {
 				return nil, err
@@ -381,6 +386,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 	if err := writeBatch(ctx, tx, before, ledger, created, createdOrders, byOrder); err != nil {
 		return nil, err
 	}
+	countOutcomes(outcomes)
 	return out, nil
 }
 

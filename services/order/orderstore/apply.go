@@ -94,6 +94,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, sigs []Si
 	var changed []string // order ids, in the order they first changed
 	var history []historyRow
 	var terminal []outbox.Event
+	var moves []move
 	for i, s := range sigs {
 		id := keys[i]
 		o, ok := orders[id]
@@ -112,6 +113,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, sigs []Si
 		if !o.changed {
 			changed = append(changed, id)
 		}
+		moves = append(moves, move{from: o.status, to: next})
 		o.status, o.reason, o.changed = next, reason, true
 		out[i].Changed = true
 		history = append(history, historyRow{orderID: id, status: next, reason: reason, eventID: s.EventID, eventType: string(s.Signal)})
@@ -130,6 +132,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, sigs []Si
 			return nil, fmt.Errorf("order %s: %w", ev.AggregateID, err)
 		}
 	}
+	countMoves(moves)
 	return out, nil
 }
 

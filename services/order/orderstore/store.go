@@ -153,6 +153,7 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 		// The history row's time is the transaction's now(), as is the
 		// order's created_at.
 		o.History = []HistoryEntry{{Status: order.StatusPending, EventType: env.EventType, EventID: env.EventID, At: o.CreatedAt}}
+		countMoves([]move{{to: order.StatusPending}})
 		return o, true, nil
 	case key != nil && errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "orders_idempotency_key_key":
 		var prevID, prevHash string

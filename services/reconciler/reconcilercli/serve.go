@@ -17,6 +17,9 @@ func serve(ctx context.Context, c *common, d *deps) error {
 	if err != nil {
 		return err
 	}
+	if err := kit.RegisterPool(ops.Registry, "reconciler", d.pool); err != nil {
+		return err
+	}
 	m := reconciler.NewMetrics(ops.Registry)
 	s, err := c.scanner(d, m)
 	if err != nil {

@@ -1,0 +1,5 @@
+// Package metricslint holds the test that starts every binary of the
+// repository that serves /metrics, as operators run it, and lints what it
+// exports with promlint. Binaries are discovered, not listed: a new one
+// that serves /metrics without a way to start it here fails the test.
+package metricslint
