@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/concordhq/concord/schemas/contract"
 )
 
-// Command types a reply names.
+// Command types a reply names: the contract's, as strings for the
+// reply's command_type.
 const (
-	CommandCreate = "shipping.create_shipment"
-	CommandCancel = "shipping.cancel_shipment"
+	CommandCreate = string(contract.TypeShippingCreateShipment)
+	CommandCancel = string(contract.TypeShippingCancelShipment)
 )
 
 // Answer is what a command was told.
