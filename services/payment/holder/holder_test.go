@@ -3,6 +3,7 @@ package holder_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"sync"
@@ -214,13 +215,12 @@ func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return le
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testkit.Eventually(t, 10*time.Second, what, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }
 
 func authorize(saga string, amount int64, pm string) contract.PaymentAuthorizeHoldV1 {
