@@ -107,6 +107,18 @@ type Config struct {
 	// The runner creates it (broker defaults) when missing.
 	DLQTopic string
 
+	// InstanceID makes the runner a static member of its group
+	// (group.instance.id): a process killed and restarted with the same id
+	// gets its partitions back at once instead of after the session timeout,
+	// and a member paused for less than the session timeout causes no
+	// rebalance at all. It must be unique among the live members and stable
+	// across restarts of one process (a host name, a pod ordinal); a second
+	// live process with the same id is fenced out. A static member does not
+	// leave the group when it stops, so its partitions wait for it up to the
+	// session timeout: choose that timeout longer than a restart takes.
+	// Empty: a dynamic member that leaves on shutdown.
+	InstanceID string
+
 	// AfterDBCommit, if set, is called after a batch's transaction commits
 	// and before its offsets are marked for commit. A process that dies here
 	// gets the batch redelivered, which dedupe turns into no-ops; tests use

@@ -81,3 +81,53 @@ func TestKill9BetweenDBCommitAndOffsetCommitAppliesOnce(t *testing.T) {
 	}
 	fmt.Fprintf(os.Stderr, "killed after committing %d effects; restart skipped them\n", applied)
 }
+
+// TestAStaticMemberKilledAndRestartedTakesItsPartitionsBackAtOnce kills a
+// consumer process that is a static group member, with a session timeout of a
+// minute, and restarts it with the same instance id: it must apply new events
+// long before the session timeout. A dynamic member restarted the same way
+// waits for the group to expire the dead member first.
+func TestAStaticMemberKilledAndRestartedTakesItsPartitionsBackAtOnce(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "crashconsumer")
+	if err := proc.GoBuild(".", bin, "../internal/crashconsumer"); err != nil {
+		t.Fatal(err)
+	}
+	k := testkit.NewKafka(t)
+	dbURL := testkit.NewDatabase(t, testkit.PostgresURL(t))
+	pool := testkit.Pool(t, dbURL)
+	migrate(t, pool)
+	topic := k.CreateTopic(t, "orders", 3)
+	group := testkit.UniqueName(t, "g")
+	cl := k.Client(t)
+	const session = time.Minute
+	const instance = "crashconsumer-1"
+	batch := func(from, n int) {
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			key := fmt.Sprintf("k%d", i%6)
+			id, v := event(t, key, i)
+			recs = append(recs, record(topic, key, id, v))
+		}
+		produce(t, cl, recs...)
+	}
+
+	batch(0, 30)
+	first := proc.Start(t, proc.Command{Name: "crashconsumer", Path: bin, Log: filepath.Join(t.TempDir(), "crashconsumer.log"),
+		Env: []string{"CONCORD_DATABASE_URL=" + dbURL, "CONCORD_GROUP=" + group, "CONCORD_TOPIC=" + topic, "CONCORD_KAFKA_BROKERS=" + k.Brokers[0],
+			"CONCORD_GROUP_INSTANCE_ID=" + instance, "CONCORD_GROUP_SESSION_TIMEOUT=" + session.String()}})
+	eventually(t, 60*time.Second, "the first process applied the first events", countIs(t, pool, 30, `SELECT count(*) FROM effects`))
+	first.Kill()
+	<-first.Exited()
+
+	batch(30, 30)
+	restarted := time.Now()
+	start(t, idempotent.Config{Group: group, Topics: []string{topic}, Pool: pool, Kafka: kafkaConfig(k), Handler: insertEffect,
+		InstanceID: instance, KafkaOpts: []kgo.Opt{kgo.SessionTimeout(session)}})
+	// A third of the session timeout: a restart that waited for the dead
+	// member's session to expire cannot make it.
+	eventually(t, session/3, "the restarted static member applied the new events", countIs(t, pool, 60, `SELECT count(*) FROM effects`))
+	if d := count(t, pool, `SELECT count(*) FROM (SELECT event_id FROM effects GROUP BY event_id HAVING count(*) > 1) x`); d != 0 {
+		t.Fatalf("%d events applied more than once", d)
+	}
+	fmt.Fprintf(os.Stderr, "static member back and caught up %s after its restart (session timeout %s)\n", time.Since(restarted).Round(time.Millisecond), session)
+}

@@ -72,7 +72,8 @@ func (r *Runner) Stats() Stats {
 
 // Run joins the group and applies events until ctx is done. Then it stops
 // polling, lets in-flight batches finish (up to DrainTimeout), commits their
-// offsets and leaves the group. It returns nil after a clean shutdown.
+// offsets and leaves the group (a static member stays: see
+// Config.InstanceID). It returns nil after a clean shutdown.
 func (r *Runner) Run(ctx context.Context) error {
 	if r.ran {
 		return errors.New("idempotent: Runner.Run called twice")
@@ -102,6 +103,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
 		kgo.ProducerLinger(0),
+	}
+	if r.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(r.cfg.InstanceID))
 	}
 	opts = append(opts, kit.KafkaMetrics(r.cfg.Registerer, "consumer", prometheus.Labels{"group": r.cfg.Group}))
 	cl, err := kit.NewKafkaClient(ctx, r.cfg.Kafka, r.cfg.Logger, append(opts, r.cfg.KafkaOpts...)...)

@@ -32,6 +32,8 @@ func run(ctx context.Context, args []string) error {
 	dbURL := fs.String("database-url", "DATABASE_URL", "", "database of the dedupe and effects rows (required)")
 	group := fs.String("group", "GROUP", "", "consumer group (required)")
 	topic := fs.String("topic", "TOPIC", "", "topic to consume (required)")
+	instance := fs.String("group-instance-id", "GROUP_INSTANCE_ID", "", "static group membership id; empty: a dynamic member")
+	session := fs.Duration("group-session-timeout", "GROUP_SESSION_TIMEOUT", 6*time.Second, "how long the group waits for a silent member")
 	crash := fs.Bool("crash-after-db-commit", "CRASH_AFTER_DB_COMMIT", false, "SIGKILL itself after the first batch's database commit, before its offsets are committed")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -45,14 +47,16 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	cfg := idempotent.Config{
-		Group:   *group,
-		Topics:  []string{*topic},
-		Pool:    pool,
-		Kafka:   kf.Config(),
-		Handler: insertEffect,
-		// A killed member holds its partitions until its session expires;
-		// keep that short so the restarted consumer takes over quickly.
-		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second)},
+		Group:      *group,
+		Topics:     []string{*topic},
+		Pool:       pool,
+		Kafka:      kf.Config(),
+		Handler:    insertEffect,
+		InstanceID: *instance,
+		// A killed dynamic member holds its partitions until its session
+		// expires; the default is short so the restarted consumer takes
+		// over quickly.
+		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.HeartbeatInterval(time.Second)},
 	}
 	if *crash {
 		cfg.AfterDBCommit = func(topic string, partition int32, last int64) {

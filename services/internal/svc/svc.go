@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -95,6 +96,8 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	grace := fs.Duration("shutdown-grace", "SHUTDOWN_GRACE", 20*time.Second, "how long draining may take after SIGTERM")
 	session := fs.Duration("group-session-timeout", "GROUP_SESSION_TIMEOUT", 45*time.Second,
 		"how long the group waits for a silent member before giving its partitions to the others; a member killed without leaving holds them this long (broker minimum: group.min.session.timeout.ms, 6s by default)")
+	instance := fs.String("group-instance-id", "GROUP_INSTANCE_ID", "",
+		"static group membership: an id unique among the running instances and kept across restarts (a host name, a pod ordinal); a restarted instance takes its partitions back at once instead of after --group-session-timeout. Empty: a dynamic member")
 	maxConns := fs.Int("db-max-conns", "DB_MAX_CONNS", cmp.Or(spec.DBMaxConns, 16),
 		"database connections the service may hold: API requests, the consumer's partitions, the relay and the workers share them")
 	fetchWait := fs.Duration("fetch-max-wait", "FETCH_MAX_WAIT", 20*time.Millisecond,
@@ -112,6 +115,9 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	}
 	if err := kit.Require("database-url", *dbURL); err != nil {
 		return kit.UsageError{Err: err}
+	}
+	if strings.ContainsFunc(*instance, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) || len(*instance) > 249 {
+		return kit.Usagef("--group-instance-id %q: want at most 249 printable characters without spaces", *instance)
 	}
 	if spec.CheckFlags != nil {
 		if err := spec.CheckFlags(); err != nil {
@@ -174,7 +180,7 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	ops.Mux.Handle("/", env.API)
 	rcfg := idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
 		BatchHandler: spec.BatchHandler, Types: spec.Types, Outbox: events,
-		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace,
+		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace, InstanceID: *instance,
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
 	runner, err := idempotent.NewRunner(rcfg)
 	if err != nil {
