@@ -1,10 +1,11 @@
 // Package audit checks the invariants that span the saga's services: what
-// order-svc, inventory-svc and payment-svc recorded, and what the payment
-// provider holds, must tell one consistent story. The demo prints these
+// order-svc, inventory-svc and payment-svc recorded (and, for orchestrated
+// orders, the orchestrator and shipping-svc), and what the payment provider
+// holds, must tell one consistent story. The demo prints these
 // checks, the saga tests assert them, and fault runs can reuse them.
 //
 // The checks are pure functions over a Snapshot; they do no I/O and are
-// tested with tables. auditsnapshot reads a Snapshot from the three
+// tested with tables. auditsnapshot reads a Snapshot from the services'
 // databases and the provider. A check is meaningful only once the saga is
 // quiet (no order in flight, every outbox published, no consumer lag): in
 // the middle of a run an order may be confirmed while its stock is still
@@ -33,6 +34,12 @@ type Snapshot struct {
 	Transitions  []Transition  // payment-svc: payment_transitions
 	Events       []Event       // every outbox row of the three services
 	Findings     []reconciler.Finding
+	// The orchestrated checkout: the orchestrator's sagas, payment-svc's
+	// authorization holds and shipping-svc's shipments. Empty when no
+	// orchestrator runs.
+	Sagas     []SagaRun
+	Holds     []Hold
+	Shipments []Shipment
 	// Provider maps an order id (the metadata every payment carries) to
 	// the payments the provider holds for it.
 	Provider map[string][]ProviderPayment
@@ -42,6 +49,7 @@ type Snapshot struct {
 type Order struct {
 	ID         string
 	Status     order.Status
+	Flow       order.Flow
 	CreatedAt  time.Time
 	TerminalAt time.Time // zero while the order is in flight
 	Items      []inventory.Line
@@ -75,9 +83,13 @@ type Transition struct {
 
 // Event is one outbox row: an effect a service announced.
 type Event struct {
-	Service     string // "order-svc", "inventory-svc", "payment-svc"
+	Service     string // "order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator"
 	AggregateID string
 	Type        string
+	// Key tells apart events a service may rightly append more than once
+	// per aggregate: a saga.step_replied's idempotency key (one reply per
+	// command, several commands per saga). Empty for every other type.
+	Key string
 }
 
 // ProviderPayment is one payment at the provider.
@@ -130,14 +142,20 @@ func (r Result) Detail() string {
 // exactly when paid and stock committed, cancelled without a charge or a
 // held reservation, stock conserved against what was stocked (units per
 // SKU), and no effect recorded twice.
+// The orchestrated orders' checks (Orchestrated) follow when the snapshot
+// holds any saga.
 func Saga(s Snapshot, bound time.Duration, stocked map[string]int64) []Result {
-	return []Result{
+	rs := []Result{
 		TerminalWithin(s, bound),
 		ConfirmedIffPaid(s),
 		CancelledWithoutCharge(s),
 		StockConserved(s, stocked),
 		AppliedOnce(s),
 	}
+	if len(s.Sagas) > 0 || orchestratedOrders(s) > 0 {
+		rs = append(rs, Orchestrated(s)...)
+	}
+	return rs
 }
 
 // Reconciliation runs the reconciler's checks: every repairable drift

@@ -7,10 +7,12 @@ import (
 
 	"github.com/concordhq/concord/services/audit"
 	"github.com/concordhq/concord/services/inventory"
+	"github.com/concordhq/concord/services/orchestrator"
 	"github.com/concordhq/concord/services/order"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/reconciler"
+	"github.com/concordhq/concord/services/shipping"
 )
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
@@ -19,7 +21,9 @@ const bound = time.Minute
 
 // healthy is a quiet deployment that keeps every invariant: o1 confirmed
 // (2 × SKU-A), o2 cancelled for a declined card, o3 cancelled out of stock,
-// o4 confirmed after a repair command healed a dropped webhook.
+// o4 confirmed after a repair command healed a dropped webhook; and three
+// orchestrated orders: o5 completed (1 × SKU-A), o6 compensated after its
+// shipment was cancelled, o7 failed with a review entry.
 func healthy() (audit.Snapshot, map[string]int64) {
 	resolved := t0.Add(time.Minute)
 	s := audit.Snapshot{
@@ -28,15 +32,33 @@ func healthy() (audit.Snapshot, map[string]int64) {
 			{ID: "o2", Status: order.StatusCancelled, CreatedAt: t0, TerminalAt: t0.Add(time.Second), Items: []inventory.Line{{SKU: "SKU-A", Quantity: 1}}},
 			{ID: "o3", Status: order.StatusCancelled, CreatedAt: t0, TerminalAt: t0.Add(time.Second), Items: []inventory.Line{{SKU: "SKU-B", Quantity: 9}}},
 			{ID: "o4", Status: order.StatusConfirmed, CreatedAt: t0, TerminalAt: t0.Add(30 * time.Second), Items: []inventory.Line{{SKU: "SKU-B", Quantity: 1}}},
+			{ID: "o5", Status: order.StatusConfirmed, Flow: order.FlowOrchestrated, CreatedAt: t0, TerminalAt: t0.Add(time.Second),
+				Items: []inventory.Line{{SKU: "SKU-A", Quantity: 1}}},
+			{ID: "o6", Status: order.StatusCancelled, Flow: order.FlowOrchestrated, CreatedAt: t0, TerminalAt: t0.Add(time.Second),
+				Items: []inventory.Line{{SKU: "SKU-B", Quantity: 1}}},
+			{ID: "o7", Status: order.StatusCancelled, Flow: order.FlowOrchestrated, CreatedAt: t0, TerminalAt: t0.Add(time.Second)},
 		},
-		History: []string{"e1", "e2", "e3"},
+		Sagas: []audit.SagaRun{
+			{ID: "o5", OrderID: "o5", Status: orchestrator.StatusCompleted},
+			{ID: "o6", OrderID: "o6", Status: orchestrator.StatusCompensated},
+			{ID: "o7", OrderID: "o7", Status: orchestrator.StatusFailed, Reviewed: true},
+		},
+		Holds: []audit.Hold{
+			{OrderID: "o5", Status: payment.HoldCaptured},
+			{OrderID: "o6", Status: payment.HoldReleased},
+			{OrderID: "o7", Status: payment.HoldAuthorized},
+		},
+		Shipments: []audit.Shipment{{OrderID: "o5", Status: shipping.StatusCreated}, {OrderID: "o6", Status: shipping.StatusCancelled}},
+		History:   []string{"e1", "e2", "e3"},
 		Reservations: []audit.Reservation{
 			{OrderID: "o1", Status: inventory.StatusCommitted},
 			{OrderID: "o2", Status: inventory.StatusReleased},
 			{OrderID: "o3", Status: inventory.StatusRejected},
 			{OrderID: "o4", Status: inventory.StatusCommitted},
+			{OrderID: "o5", Status: inventory.StatusCommitted},
+			{OrderID: "o6", Status: inventory.StatusReleased},
 		},
-		Stock: []audit.Stock{{SKU: "SKU-A", Available: 3, Committed: 2}, {SKU: "SKU-B", Available: 4, Committed: 1}},
+		Stock: []audit.Stock{{SKU: "SKU-A", Available: 2, Committed: 3}, {SKU: "SKU-B", Available: 4, Committed: 1}},
 		Payments: []audit.Payment{
 			{ID: 1, OrderID: "o1", Status: payment.StatusPaid},
 			{ID: 2, OrderID: "o2", Status: payment.StatusFailed},
@@ -56,6 +78,9 @@ func healthy() (audit.Snapshot, map[string]int64) {
 			{Service: "inventory-svc", AggregateID: "o2", Type: "inventory.released"},
 			{Service: "payment-svc", AggregateID: "o1", Type: "payment.processed"},
 			{Service: "payment-svc", AggregateID: "o2", Type: "payment.failed"},
+			// Two replies for one saga, to two commands.
+			{Service: "inventory-svc", AggregateID: "o6", Type: "saga.step_replied", Key: "o6:reserve_inventory"},
+			{Service: "inventory-svc", AggregateID: "o6", Type: "saga.step_replied", Key: "o6:reserve_inventory_compensate"},
 		},
 		Findings: []reconciler.Finding{
 			{ID: 7, PaymentID: 4, Kind: reconciler.KindMissedSuccess, Verdict: reconciler.Repairable, ResolvedAt: &resolved, Resolution: reconciler.ResolutionRepaired},
@@ -64,6 +89,9 @@ func healthy() (audit.Snapshot, map[string]int64) {
 			"o1": {{ID: "pi_1", Status: paymentprovider.StatusSucceeded}},
 			"o2": {{ID: "pi_2", Status: paymentprovider.StatusDeclined}},
 			"o4": {{ID: "pi_4", Status: paymentprovider.StatusSucceeded}},
+			"o5": {{ID: "pi_5", Status: paymentprovider.StatusSucceeded}},
+			"o6": {{ID: "pi_6", Status: paymentprovider.StatusCanceled}},
+			"o7": {{ID: "pi_7", Status: paymentprovider.StatusAuthorized}},
 		},
 	}
 	return s, map[string]int64{"SKU-A": 5, "SKU-B": 5}
@@ -137,8 +165,8 @@ func TestEachCheckFindsItsViolation(t *testing.T) {
 		{"a unit lost", "stock never negative", "SKU-B", "4+0+1 ≠ initial 6", func(_ *audit.Snapshot, stocked map[string]int64) {
 			stocked["SKU-B"] = 6
 		}},
-		{"committed more than confirmed orders bought", "stock never negative", "SKU-A", "committed 3, confirmed orders bought 2",
-			func(s *audit.Snapshot, _ map[string]int64) { s.Stock[0].Available, s.Stock[0].Committed = 2, 3 }},
+		{"committed more than confirmed orders bought", "stock never negative", "SKU-A", "committed 4, confirmed orders bought 3",
+			func(s *audit.Snapshot, _ map[string]int64) { s.Stock[0].Available, s.Stock[0].Committed = 1, 4 }},
 		{"a stocked SKU missing", "stock never negative", "SKU-C", "no such SKU", func(_ *audit.Snapshot, stocked map[string]int64) {
 			stocked["SKU-C"] = 1
 		}},
@@ -156,6 +184,57 @@ func TestEachCheckFindsItsViolation(t *testing.T) {
 		}},
 		{"a transition twice", "no event applied twice", "payment 1", "transition to paid recorded 2 times", func(s *audit.Snapshot, _ map[string]int64) {
 			s.Transitions = append(s.Transitions, audit.Transition{PaymentID: 1, To: payment.StatusPaid, Source: "webhook:evt_1"})
+		}},
+		{"a saga still running", "every saga terminal", "saga o6", "still COMPENSATING", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Sagas[1].Status = orchestrator.StatusCompensating
+		}},
+		{"an orchestrated order without its saga", "every saga terminal", "o6", "has no saga", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Sagas = s.Sagas[:1]
+		}},
+		{"an orchestrated order confirmed after its saga compensated", "every saga terminal", "o6", "CONFIRMED, its saga COMPENSATED",
+			func(s *audit.Snapshot, _ map[string]int64) {
+				s.Orders[5].Status, s.Orders[5].Items = order.StatusConfirmed, nil
+			}},
+		{"completed without a shipment", "COMPLETED ⇔", "saga o5", `shipment ""`, func(s *audit.Snapshot, _ map[string]int64) {
+			s.Shipments = s.Shipments[1:]
+		}},
+		{"completed with the hold only authorized", "COMPLETED ⇔", "saga o5", `hold "authorized"`, func(s *audit.Snapshot, _ map[string]int64) {
+			s.Holds[0].Status = payment.HoldAuthorized
+			s.Provider["o5"][0].Status = paymentprovider.StatusAuthorized
+		}},
+		{"every effect but compensated", "COMPLETED ⇔", "saga o5", "COMPENSATED", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Sagas[0].Status = orchestrator.StatusCompensated
+			s.Orders[4].Status, s.Orders[4].Items = order.StatusCancelled, nil
+		}},
+		{"compensated with the hold still authorized", "COMPENSATED ⇒", "saga o6", "hold authorized", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Holds[1].Status = payment.HoldAuthorized
+		}},
+		{"compensated with money held at the provider", "COMPENSATED ⇒", "saga o6", "provider payment pi_6 is authorized",
+			func(s *audit.Snapshot, _ map[string]int64) {
+				s.Provider["o6"][0].Status = paymentprovider.StatusAuthorized
+			}},
+		{"compensated with the stock still reserved", "COMPENSATED ⇒", "saga o6", "reservation HELD", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Reservations[5].Status = inventory.StatusHeld
+			s.Stock[1].Available, s.Stock[1].Reserved = 3, 1
+		}},
+		{"compensated with the shipment booked", "COMPENSATED ⇒", "saga o6", "shipment CREATED", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Shipments[1].Status = shipping.StatusCreated
+		}},
+		{"failed without a review entry", "FAILED sagas", "saga o7", "without a review entry", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Sagas[2].Reviewed = false
+		}},
+		{"a saga command answered twice", "no event applied twice", "inventory-svc o6", "for o6:reserve_inventory recorded 2 times",
+			func(s *audit.Snapshot, _ map[string]int64) {
+				s.Events = append(s.Events, audit.Event{Service: "inventory-svc", AggregateID: "o6", Type: "saga.step_replied", Key: "o6:reserve_inventory"})
+			}},
+		{"two shipments for one saga", "no event applied twice", "shipping-svc o5", "shipment recorded 2 times", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Shipments = append(s.Shipments, audit.Shipment{OrderID: "o5", Status: shipping.StatusCancelled})
+		}},
+		{"two holds for one saga", "no event applied twice", "payment-svc o6", "authorization hold recorded 2 times", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Holds = append(s.Holds, audit.Hold{OrderID: "o6", Status: payment.HoldReleased})
+		}},
+		{"two provider payments for an orchestrated order", "confirmed ⇔", "o5", "2 provider payments", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Provider["o5"] = append(s.Provider["o5"], audit.ProviderPayment{ID: "pi_5b", Status: paymentprovider.StatusCanceled})
 		}},
 		{"a repairable finding left open", "every repairable drift healed", "finding 8", "still open", func(s *audit.Snapshot, _ map[string]int64) {
 			s.Findings = append(s.Findings, reconciler.Finding{ID: 8, PaymentID: 1, Kind: reconciler.KindMissedSuccess, Verdict: reconciler.Repairable})

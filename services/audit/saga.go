@@ -39,36 +39,42 @@ func terminal(st order.Status) bool {
 	return st == order.StatusConfirmed || st == order.StatusCancelled
 }
 
-// ConfirmedIffPaid checks that an order is confirmed exactly when its
-// payment is paid, the provider holds one succeeded payment for it and its
-// stock is committed; and that no order has more than one provider payment.
+// ConfirmedIffPaid checks that a choreographed order is confirmed exactly
+// when its payment is paid, the provider holds one succeeded payment for it
+// and its stock is committed; and that no order of either flow has more
+// than one provider payment. Orchestrated orders pay with a hold instead:
+// OrchestratedOutcomes checks them.
 func ConfirmedIffPaid(s Snapshot) Result {
 	r := Result{Check: "confirmed ⇔ succeeded provider payment and committed stock",
 		Summary: fmt.Sprintf("%d orders checked against the provider", len(s.Orders))}
 	payments, reservations := paymentsByOrder(s), reservationsByOrder(s)
 	for _, o := range s.Orders {
 		ps := s.Provider[o.ID]
+		if len(ps) > 1 {
+			r.Violations = append(r.Violations, Violation{o.ID, fmt.Sprintf("%d provider payments", len(ps))})
+		}
+		if o.Flow == order.FlowOrchestrated {
+			continue
+		}
 		succeeded := len(ps) == 1 && ps[0].Status == paymentprovider.StatusSucceeded
 		paidSide := payments[o.ID] == payment.StatusPaid && succeeded && reservations[o.ID] == inventory.StatusCommitted
 		if (o.Status == order.StatusConfirmed) != paidSide {
 			r.Violations = append(r.Violations, Violation{o.ID, fmt.Sprintf("%s (payment %q, provider %v, reservation %q)",
 				o.Status, payments[o.ID], statuses(ps), reservations[o.ID])})
 		}
-		if len(ps) > 1 {
-			r.Violations = append(r.Violations, Violation{o.ID, fmt.Sprintf("%d provider payments", len(ps))})
-		}
 	}
 	return r
 }
 
-// CancelledWithoutCharge checks that a cancelled order has no money at the
-// provider that was not refunded, no payment paid or pending, and no
-// reservation still held or committed.
+// CancelledWithoutCharge checks that a cancelled choreographed order has
+// no money at the provider that was not refunded, no payment paid or
+// pending, and no reservation still held or committed (OrchestratedOutcomes
+// checks the orchestrated ones).
 func CancelledWithoutCharge(s Snapshot) Result {
 	r := Result{Check: "cancelled ⇒ no net charge and reservation released"}
 	payments, reservations := paymentsByOrder(s), reservationsByOrder(s)
 	for _, o := range s.Orders {
-		if o.Status != order.StatusCancelled {
+		if o.Status != order.StatusCancelled || o.Flow == order.FlowOrchestrated {
 			continue
 		}
 		for _, p := range s.Provider[o.ID] {
@@ -129,29 +135,47 @@ func StockConserved(s Snapshot, stocked map[string]int64) Result {
 
 // AppliedOnce checks that no event was applied twice: at most one outcome
 // event per order, one history entry per event, one event of each type per
-// aggregate from inventory-svc and payment-svc, and one transition per
-// payment and target status.
+// aggregate from inventory-svc, payment-svc and shipping-svc (one reply per
+// saga command), and one transition per payment and target status.
 func AppliedOnce(s Snapshot) Result {
 	r := Result{Check: "no event applied twice"}
 	twice := func(subject, what string, n int) {
 		r.Violations = append(r.Violations, Violation{subject, fmt.Sprintf("%s recorded %d times", what, n)})
 	}
-	type key struct{ service, aggregate, typ string }
+	type key struct{ service, aggregate, typ, key string }
 	var events []key
 	for _, e := range s.Events {
 		switch {
 		case e.Service == "order-svc" && (e.Type == contract.TypeOrderConfirmed.String() || e.Type == contract.TypeOrderCancelled.String()):
 			// An order ends once: confirmed or cancelled, never both.
-			events = append(events, key{e.Service, e.AggregateID, "outcome event"})
-		case e.Service == "inventory-svc" || e.Service == "payment-svc":
-			events = append(events, key{e.Service, e.AggregateID, e.Type + " event"})
+			events = append(events, key{e.Service, e.AggregateID, "outcome event", ""})
+		case e.Service == "inventory-svc" || e.Service == "payment-svc" || e.Service == "shipping-svc":
+			events = append(events, key{e.Service, e.AggregateID, e.Type + " event", e.Key})
 		}
 	}
 	for k, n := range repeated(events) {
-		twice(k.service+" "+k.aggregate, k.typ, n)
+		what := k.typ
+		if k.key != "" {
+			what += " for " + k.key
+		}
+		twice(k.service+" "+k.aggregate, what, n)
 	}
 	for id, n := range repeated(s.History) {
 		twice("order-svc event "+id, "history entry", n)
+	}
+	// One saga per order, so one hold and one shipment per order.
+	var held, shipped []string
+	for _, h := range s.Holds {
+		held = append(held, h.OrderID)
+	}
+	for _, sh := range s.Shipments {
+		shipped = append(shipped, sh.OrderID)
+	}
+	for id, n := range repeated(held) {
+		twice("payment-svc "+id, "authorization hold", n)
+	}
+	for id, n := range repeated(shipped) {
+		twice("shipping-svc "+id, "shipment", n)
 	}
 	type move struct {
 		payment int64

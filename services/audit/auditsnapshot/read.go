@@ -1,6 +1,7 @@
 // Package auditsnapshot reads an audit.Snapshot: the rows the audit's
-// checks need from order-svc's, inventory-svc's and payment-svc's databases,
-// and every payment the provider holds for the orders.
+// checks need from order-svc's, inventory-svc's and payment-svc's databases
+// (and the orchestrator's and shipping-svc's when they run), and every
+// payment the provider holds for the orders.
 package auditsnapshot
 
 import (
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/audit"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/reconciler"
@@ -20,7 +22,10 @@ import (
 // Sources are where a snapshot is read from.
 type Sources struct {
 	Orders, Inventory, Payments *pgxpool.Pool
-	Provider                    *paymentprovider.Client
+	// Orchestrator and Shipping are the orchestrated checkout's databases;
+	// nil when it does not run (the snapshot then holds no sagas).
+	Orchestrator, Shipping *pgxpool.Pool
+	Provider               *paymentprovider.Client
 }
 
 // listAttempts is how often one page of the provider's listing is asked
@@ -41,11 +46,11 @@ func Read(ctx context.Context, src Sources) (audit.Snapshot, error) {
 		}
 	}
 	read("orders", func() (e error) {
-		s.Orders, e = rows(ctx, src.Orders, `select id::text, status, created_at, terminal_at, items from orders order by created_at, id`,
+		s.Orders, e = rows(ctx, src.Orders, `select id::text, status, flow, created_at, terminal_at, items from orders order by created_at, id`,
 			func(row pgx.CollectableRow) (audit.Order, error) {
 				var o audit.Order
 				var terminalAt *time.Time
-				err := row.Scan(&o.ID, &o.Status, &o.CreatedAt, &terminalAt, &o.Items)
+				err := row.Scan(&o.ID, &o.Status, &o.Flow, &o.CreatedAt, &terminalAt, &o.Items)
 				if terminalAt != nil {
 					o.TerminalAt = *terminalAt
 				}
@@ -74,12 +79,37 @@ func Read(ctx context.Context, src Sources) (audit.Snapshot, error) {
 			pgx.RowToStructByPos[audit.Transition])
 		return e
 	})
-	for _, db := range []struct {
+	type outbox struct {
 		service string
 		pool    *pgxpool.Pool
-	}{{"order-svc", src.Orders}, {"inventory-svc", src.Inventory}, {"payment-svc", src.Payments}} {
+	}
+	outboxes := []outbox{{"order-svc", src.Orders}, {"inventory-svc", src.Inventory}, {"payment-svc", src.Payments}}
+	if src.Orchestrator != nil {
+		read("sagas", func() (e error) {
+			s.Sagas, e = rows(ctx, src.Orchestrator, `select e.saga_id, e.order_id, e.status, v.id is not null
+				from saga_executions e left join saga_reviews v on v.saga_id = e.saga_id order by e.started_at, e.saga_id`,
+				pgx.RowToStructByPos[audit.SagaRun])
+			return e
+		})
+		read("authorization holds", func() (e error) {
+			s.Holds, e = rows(ctx, src.Payments, `select order_id, status from payment_holds`, pgx.RowToStructByPos[audit.Hold])
+			return e
+		})
+		outboxes = append(outboxes, outbox{"orchestrator", src.Orchestrator})
+	}
+	if src.Shipping != nil {
+		read("shipments", func() (e error) {
+			s.Shipments, e = rows(ctx, src.Shipping, `select order_id, status from shipments`, pgx.RowToStructByPos[audit.Shipment])
+			return e
+		})
+		outboxes = append(outboxes, outbox{"shipping-svc", src.Shipping})
+	}
+	for _, db := range outboxes {
 		read(db.service+" outbox", func() error {
-			evs, e := rows(ctx, db.pool, `select $1::text, aggregate_id, event_type from outbox`, pgx.RowToStructByPos[audit.Event], db.service)
+			// A reply is one per command, so its key is the command's.
+			evs, e := rows(ctx, db.pool, `select $1::text, aggregate_id, event_type,
+					case when event_type = $2 then coalesce(payload->'data'->>'idempotency_key', '') else '' end from outbox`,
+				pgx.RowToStructByPos[audit.Event], db.service, contract.TypeSagaStepReplied.String())
 			s.Events = append(s.Events, evs...)
 			return e
 		})
