@@ -1,9 +1,11 @@
-// Command demo runs Concord's order / inventory / payment saga end to end on
-// the real local stack: fresh databases and topics, provider-sim with
-// moderate faults, the three services (each with its in-process outbox
-// relay), the reconciler, a burst of orders over scarce stock, then a
-// summary with the saga's invariants and the reconciler's drift checked. It
-// exits 0 only when every check passes.
+// Command demo runs Concord's checkout end to end on the real local stack,
+// both saga styles side by side: fresh databases and topics, provider-sim
+// and carrier-sim with moderate faults, order-svc, inventory-svc and
+// payment-svc (each with its in-process outbox relay), the orchestrator and
+// shipping-svc for the orchestrated orders, the reconciler, a burst of
+// orders over scarce stock, then a summary with the invariants of both
+// flows and the reconciler's drift checked. It exits 0 only when every
+// check passes.
 //
 // With --bench it runs the same pipeline without faults, declines, stock
 // pressure or reconciler at a fixed offered rate and prints throughput and
@@ -36,6 +38,7 @@ type config struct {
 	declineShare               float64
 	orchestratedShare          float64
 	faults                     string
+	carrierFaults              string
 	bound, stuckAfter, recheck time.Duration
 	reconcileEvery             time.Duration
 	reconcileGrace             time.Duration
@@ -51,7 +54,7 @@ func run(ctx context.Context, args []string) error {
 	kf := kit.AddKafkaFlags(fs)
 	exe, _ := os.Executable()
 	var c config
-	fs.StringVar(&c.binDir, "bin-dir", filepath.Dir(exe), "directory holding provider-sim, order-svc, inventory-svc, payment-svc, reconciler, orchestrator")
+	fs.StringVar(&c.binDir, "bin-dir", filepath.Dir(exe), "directory holding provider-sim, carrier-sim, the services, reconciler and orchestrator")
 	logDir := fs.String("log-dir", "DEMO_LOG_DIR", ".local/demo", "where the processes' logs go")
 	admin := fs.String("postgres-url", "CONCORD_POSTGRES_URL", "", "admin URL of the PostgreSQL server (databases are dropped and recreated)")
 	ordersDB := fs.String("orders-database-url", "ORDERS_DATABASE_URL", "", "order-svc database (recreated)")
@@ -59,19 +62,26 @@ func run(ctx context.Context, args []string) error {
 	payDB := fs.String("payments-database-url", "PAYMENTS_DATABASE_URL", "", "payment-svc database (recreated)")
 	orchDB := fs.String("orchestrator-database-url", "ORCHESTRATOR_DATABASE_URL", "",
 		"orchestrator database (recreated; default: the database \"orchestrator\" on the orders database's server)")
+	shipDB := fs.String("shipping-database-url", "SHIPPING_DATABASE_URL", "",
+		"shipping-svc database (recreated; default: the database \"shipping\" on the orders database's server)")
 	fs.IntVar(&c.orders, "orders", 500, "orders to place")
 	fs.IntVar(&c.skus, "skus", 50, "SKUs to spread them over")
 	fs.IntVar(&c.stock, "stock-per-sku", 14, "units of each SKU in stock (scarce: some orders run out)")
 	fs.Float64Var(&c.rate, "rate", 100, "orders per second offered")
 	fs.IntVar(&c.concurrency, "concurrency", 32, "order requests in flight")
 	fs.Float64Var(&c.declineShare, "decline-share", 0.08, "share of orders paid with a card the provider declines")
-	fs.Float64Var(&c.orchestratedShare, "orchestrated-share", 0,
-		"share of orders placed with \"flow\": \"orchestrated\" (the orchestrator drives them); 0 until payment-svc handles the payment commands and shipping-svc runs in the demo, without which every orchestrated order ends FAILED")
+	fs.Float64Var(&c.orchestratedShare, "orchestrated-share", 0.3,
+		"share of orders placed with \"flow\": \"orchestrated\" (the orchestrator drives them through payment-svc's holds, inventory-svc and shipping-svc); the rest take the choreographed flow")
 	// A fifth of the payments stay processing for 2s and settle only by
 	// webhook; a tenth of the webhooks are dropped, so some payments stay
 	// pending until the reconciler finds them.
 	fs.StringVar(&c.faults, "faults", "5xx-rate=0.05,webhook-drop-rate=0.1,webhook-duplicate-rate=0.1,webhook-reorder-rate=0.05,processing-rate=0.2,processing-delay=2s",
 		"provider-sim fault knobs, name=value comma-separated")
+	// Some shipments are declined (their sagas compensate), some carrier
+	// answers fail or never come (shipping-svc retries, or looks the key
+	// up before booking again).
+	fs.StringVar(&c.carrierFaults, "carrier-faults", "decline-rate=0.05,5xx-rate=0.05,hang-rate=0.02",
+		"carrier-sim fault knobs, name=value comma-separated")
 	fs.DurationVar(&c.bound, "terminal-bound", 90*time.Second, "every order must be terminal within this long of its creation")
 	fs.DurationVar(&c.stuckAfter, "stuck-after", 45*time.Second, "order-svc cancels orders not terminal after this long")
 	fs.DurationVar(&c.recheck, "recheck-pending-after", 0,
@@ -95,28 +105,35 @@ func run(ctx context.Context, args []string) error {
 		return kit.UsageError{Err: fmt.Errorf("%w (run it through `make demo`, which starts the stack and sets them)", err)}
 	}
 	c.adminURL, c.kafka = *admin, kf.Config()
-	if *orchDB == "" {
+	for _, db := range []struct {
+		url  *string
+		name string
+	}{{orchDB, "orchestrator"}, {shipDB, "shipping"}} {
+		if *db.url != "" {
+			continue
+		}
 		u, err := url.Parse(*ordersDB)
 		if err != nil {
 			return kit.Usagef("--orders-database-url: %v", err)
 		}
-		u.Path = "/orchestrator"
-		*orchDB = u.String()
+		u.Path = "/" + db.name
+		*db.url = u.String()
 	}
 	if c.orchestratedShare < 0 || c.orchestratedShare > 1 {
 		return kit.Usagef("--orchestrated-share %v: want a share between 0 and 1", c.orchestratedShare)
 	}
-	c.dbURLs = map[string]string{"order-svc": *ordersDB, "inventory-svc": *invDB, "payment-svc": *payDB, "orchestrator": *orchDB}
+	c.dbURLs = map[string]string{"order-svc": *ordersDB, "inventory-svc": *invDB, "payment-svc": *payDB, "orchestrator": *orchDB,
+		"shipping-svc": *shipDB}
 	c.logDir, _ = filepath.Abs(*logDir)
 	c.prefix, c.ownPrefix = *prefix, *prefix != ""
 	if !c.ownPrefix {
 		c.prefix = fmt.Sprintf("demo-%s.", time.Now().UTC().Format("20060102-150405"))
 	}
 	if c.bench {
-		c.faults, c.declineShare = "", 0
+		c.faults, c.carrierFaults, c.declineShare = "", "", 0
 		c.stock = 1_000_000
 	}
-	for _, name := range []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler", "orchestrator"} {
+	for _, name := range binaries {
 		if _, err := os.Stat(filepath.Join(c.binDir, name)); err != nil {
 			return fmt.Errorf("%s not found in %s: run `make build` first", name, c.binDir)
 		}
@@ -136,3 +153,6 @@ func dbName(u string) string {
 }
 
 var errFailed = errors.New("invariant checks FAILED")
+
+// binaries are the processes a demo starts, in the order it starts them.
+var binaries = []string{"provider-sim", "carrier-sim", "order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator", "reconciler"}

@@ -30,7 +30,7 @@ const (
 type running struct {
 	procs                         []*proc.Process
 	orderURL, invURL, payURL, sim string
-	orchURL                       string
+	shipURL, carrier, orchURL     string
 	recURL                        string // empty when no reconciler runs (--bench)
 	pools                         map[string]*pgxpool.Pool
 	adm                           *kadm.Client
@@ -52,8 +52,11 @@ func (r *running) stop() {
 
 func demo(ctx context.Context, c config) error {
 	step := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
-	step("fresh databases %s, %s, %s, %s; topics prefixed %q", dbName(c.dbURLs["order-svc"]), dbName(c.dbURLs["inventory-svc"]),
-		dbName(c.dbURLs["payment-svc"]), dbName(c.dbURLs["orchestrator"]), c.prefix)
+	var names []string
+	for _, n := range []string{"order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator"} {
+		names = append(names, dbName(c.dbURLs[n]))
+	}
+	step("fresh databases %s; topics prefixed %q", strings.Join(names, ", "), c.prefix)
 	if err := recreateDatabases(ctx, c); err != nil {
 		return err
 	}
@@ -69,7 +72,9 @@ func demo(ctx context.Context, c config) error {
 		return err
 	}
 	step("provider-sim %s (faults: %s)", r.sim, orNone(c.faults))
-	step("order-svc %s  inventory-svc %s  payment-svc %s  orchestrator %s  (logs in %s)", r.orderURL, r.invURL, r.payURL, r.orchURL, c.logDir)
+	step("carrier-sim %s (faults: %s)", r.carrier, orNone(c.carrierFaults))
+	step("order-svc %s  inventory-svc %s  payment-svc %s  (logs in %s)", r.orderURL, r.invURL, r.payURL, c.logDir)
+	step("orchestrator %s  shipping-svc %s", r.orchURL, r.shipURL)
 	if r.recURL != "" {
 		step("reconciler %s (a full cycle every %s)", r.recURL, c.reconcileEvery)
 	}
@@ -185,35 +190,38 @@ func deleteOldDemoTopics(ctx context.Context, c config) error {
 
 func startAll(ctx context.Context, c config) (*running, error) {
 	r := &running{pools: map[string]*pgxpool.Pool{}}
-	names := []string{"provider-sim", "order-svc", "inventory-svc", "payment-svc", "reconciler", "orchestrator"}
-	free, err := kit.FreePorts(len(names))
+	free, err := kit.FreePorts(len(binaries))
 	if err != nil {
 		return r, fmt.Errorf("find free ports: %w", err)
 	}
 	ports := map[string]int{}
-	for i, n := range names {
+	for i, n := range binaries {
 		ports[n] = free[i]
 	}
 	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
-	r.sim, r.orderURL, r.invURL, r.payURL = url("provider-sim"), url("order-svc"), url("inventory-svc"), url("payment-svc")
-	r.orchURL = url("orchestrator")
+	r.sim, r.carrier, r.orderURL, r.invURL, r.payURL = url("provider-sim"), url("carrier-sim"), url("order-svc"), url("inventory-svc"), url("payment-svc")
+	r.shipURL, r.orchURL = url("shipping-svc"), url("orchestrator")
 
-	simArgs := []string{"--http-addr", fmt.Sprintf("127.0.0.1:%d", ports["provider-sim"]), "--api-key", apiKey, "--admin",
-		"--rate-limit", "0", "--seed", fmt.Sprint(c.seed), "--webhook-url", r.payURL + "/webhooks/stripe",
-		"--webhook-events", strings.Join(paymentapi.Events, ","), "--webhook-concurrency", "16",
-		"--webhook-secret", webhookSecret, "--webhook-backoff", "500ms", "--webhook-max-backoff", "5s"}
-	for _, kv := range strings.Split(c.faults, ",") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(kv), "="); ok {
-			simArgs = append(simArgs, "--fault-"+k, v)
+	sims := []struct {
+		name string
+		args []string
+	}{
+		{"provider-sim", append([]string{"--http-addr", fmt.Sprintf("127.0.0.1:%d", ports["provider-sim"]), "--api-key", apiKey, "--admin",
+			"--rate-limit", "0", "--seed", fmt.Sprint(c.seed), "--webhook-url", r.payURL + "/webhooks/stripe",
+			"--webhook-events", strings.Join(paymentapi.Events, ","), "--webhook-concurrency", "16",
+			"--webhook-secret", webhookSecret, "--webhook-backoff", "500ms", "--webhook-max-backoff", "5s"}, faultArgs(c.faults)...)},
+		{"carrier-sim", append([]string{"--http-addr", fmt.Sprintf("127.0.0.1:%d", ports["carrier-sim"]), "--admin",
+			"--seed", fmt.Sprint(c.seed)}, faultArgs(c.carrierFaults)...)},
+	}
+	for _, sm := range sims {
+		p, err := start(c.binDir, c.logDir, sm.name, nil, sm.args...)
+		if err != nil {
+			return r, err
 		}
-	}
-	sim, err := start(c.binDir, c.logDir, "provider-sim", nil, simArgs...)
-	if err != nil {
-		return r, err
-	}
-	r.procs = append(r.procs, sim)
-	if err := sim.WaitReady(ctx, r.sim+"/healthz", 20*time.Second); err != nil {
-		return r, err
+		r.procs = append(r.procs, p)
+		if err := p.WaitReady(ctx, url(sm.name)+"/healthz", 20*time.Second); err != nil {
+			return r, err
+		}
 	}
 
 	common := func(name string) []string {
@@ -229,23 +237,29 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		{"inventory-svc", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["inventory-svc"]}},
 		{"payment-svc", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["payment-svc"], "CONCORD_PROVIDER_URL=" + r.sim,
 			"CONCORD_PROVIDER_API_KEY=" + apiKey, "CONCORD_WEBHOOK_SECRET=" + webhookSecret, "CONCORD_RECHECK_PENDING_AFTER=" + c.recheck.String()}},
+		// A carrier answer that does not come within 2s counts as lost:
+		// the shipment is looked up by its key before any new booking.
+		{"shipping-svc", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["shipping-svc"], "CONCORD_CARRIER_URL=" + r.carrier,
+			"CONCORD_CARRIER_TIMEOUT=2s", "CONCORD_CARRIER_LEASE=5s"}},
 		{"orchestrator", []string{"CONCORD_DATABASE_URL=" + c.dbURLs["orchestrator"], "CONCORD_STUCK_AFTER=" + c.stuckAfter.String()}},
 	}
+	started := map[string]*proc.Process{}
 	for _, s := range specs {
 		p, err := start(c.binDir, c.logDir, s.name, append(common(s.name), s.env...))
 		if err != nil {
 			return r, err
 		}
 		r.procs = append(r.procs, p)
+		started[s.name] = p
 	}
 	cl, err := kit.NewKafkaClient(ctx, c.kafka, nil)
 	if err != nil {
 		return r, err
 	}
 	r.adm = kadm.NewClient(cl)
-	for i, s := range specs {
+	for _, s := range specs {
 		r.groups = append(r.groups, c.prefix+s.name)
-		if err := r.procs[i+1].WaitReady(ctx, url(s.name)+"/readyz", 60*time.Second); err != nil {
+		if err := started[s.name].WaitReady(ctx, url(s.name)+"/readyz", 60*time.Second); err != nil {
 			return r, err
 		}
 		pool, err := pgxpool.New(ctx, c.dbURLs[s.name])
@@ -258,6 +272,17 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		return r, nil
 	}
 	return r, startReconciler(ctx, r, c, ports["reconciler"])
+}
+
+// faultArgs are a simulator's --fault-<name> flags from "name=value,…".
+func faultArgs(faults string) []string {
+	var args []string
+	for _, kv := range strings.Split(faults, ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(kv), "="); ok {
+			args = append(args, "--fault-"+k, v)
+		}
+	}
+	return args
 }
 
 func seedStock(ctx context.Context, invURL string, c config) (map[string]int64, error) {
@@ -298,9 +323,11 @@ func waitQuiet(ctx context.Context, r *running, timeout time.Duration) error {
 		q("inventory-svc", `select count(*) from reservations where status = 'HELD'`, &held)
 		q("payment-svc", `select count(*) from payments where status = 'pending'`, &pending)
 		q("payment-svc", `select count(*) from payments where status = 'paid' and order_cancelled`, &refundDue)
-		var sagas int64
+		var sagas, holds, shipments int64
 		q("orchestrator", `select count(*) from saga_executions where status not in ('COMPLETED', 'COMPENSATED', 'FAILED')`, &sagas)
-		open += sagas
+		q("payment-svc", `select count(*) from hold_commands where status = 'pending'`, &holds)
+		q("shipping-svc", `select count(*) from shipments where next_attempt_at is not null`, &shipments)
+		open += sagas + holds + shipments
 		var u int64
 		unpublished = 0
 		for name := range r.pools {
