@@ -49,7 +49,7 @@ func (s *saga) audit() {
 	}
 	eventually(s.t, 30*time.Second, "the saga's invariants", func() error {
 		snap, err := auditsnapshot.Read(context.Background(), auditsnapshot.Sources{Orders: s.orders, Inventory: s.inventory,
-			Payments: s.payment, Provider: gw})
+			Payments: s.payment, Orchestrator: s.orchestrator, Shipping: s.shipping, Provider: gw})
 		if err != nil {
 			return err
 		}

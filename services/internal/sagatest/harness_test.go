@@ -23,6 +23,7 @@ import (
 	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/providersim"
+	"github.com/concordhq/concord/services/shipping/carriersim"
 )
 
 const (
@@ -37,7 +38,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	if err := proc.GoBuild(".", dir+"/", "../../cmd/order-svc", "../../cmd/inventory-svc", "../../cmd/payment-svc"); err != nil {
+	if err := proc.GoBuild(".", dir+"/", "../../cmd/order-svc", "../../cmd/inventory-svc", "../../cmd/payment-svc",
+		"../../cmd/shipping-svc", "../../cmd/orchestrator"); err != nil {
 		fmt.Fprintln(os.Stderr, "build services:", err)
 		os.Exit(1)
 	}
@@ -49,12 +51,16 @@ func TestMain(m *testing.M) {
 
 // saga is one running deployment: provider-sim in-process, three services
 // as processes, each with a fresh database, all on a fresh topic prefix.
+// An orchestrated deployment adds carrier-sim in-process, shipping-svc and
+// the orchestrator.
 type saga struct {
 	t                          *testing.T
 	sim                        *providersim.Server
 	simURL                     string
 	orderURL, invURL, payURL   string
 	orders, inventory, payment *pgxpool.Pool
+	carrier                    *carriersim.Server
+	shipping, orchestrator     *pgxpool.Pool // nil unless orchestrated
 	procs                      map[string]*proc.Process
 	env                        map[string][]string
 	logs                       string
@@ -65,6 +71,14 @@ type opts struct {
 	faults     providersim.Faults
 	stuckAfter time.Duration // order-svc's timeout (default 60s)
 	recheck    time.Duration // payment-svc's recheck of processing payments (default 0: webhooks only)
+	// orchestrated runs shipping-svc (against carrier-sim with
+	// carrierFaults) and the orchestrator beside the three services.
+	orchestrated  bool
+	carrierFaults carriersim.Faults
+	// clock and holdExpiry are provider-sim's (default: the system clock,
+	// Stripe's 7 days).
+	clock      providersim.Clock
+	holdExpiry time.Duration
 }
 
 func newSaga(t *testing.T, o opts) *saga {
@@ -77,17 +91,25 @@ func newSaga(t *testing.T, o opts) *saga {
 	prefix := testkit.UniqueName(t, "saga") + "."
 	s := &saga{t: t, procs: map[string]*proc.Process{}, env: map[string][]string{}, logs: t.TempDir(),
 		stocked: &stocked{units: map[string]int64{}}}
-	free, err := kit.FreePorts(3)
+	services := []string{"order-svc", "inventory-svc", "payment-svc"}
+	if o.orchestrated {
+		services = append(services, "shipping-svc", "orchestrator")
+	}
+	free, err := kit.FreePorts(len(services))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := map[string]int{"order-svc": free[0], "inventory-svc": free[1], "payment-svc": free[2]}
+	ports := map[string]int{}
+	for i, name := range services {
+		ports[name] = free[i]
+	}
 	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
 	s.orderURL, s.invURL, s.payURL = url("order-svc"), url("inventory-svc"), url("payment-svc")
 
 	sim, err := providersim.New(providersim.Config{APIKey: apiKey, Faults: o.faults, WebhookEndpoints: []string{s.payURL + "/webhooks/stripe"},
 		WebhookEvents: paymentapi.Events,
-		WebhookSecret: secret, WebhookBackoff: 200 * time.Millisecond, WebhookMaxBackoff: time.Second, Admin: true})
+		WebhookSecret: secret, WebhookBackoff: 200 * time.Millisecond, WebhookMaxBackoff: time.Second, Admin: true,
+		Clock: o.clock, HoldExpiry: o.holdExpiry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +117,30 @@ func newSaga(t *testing.T, o opts) *saga {
 	t.Cleanup(func() { ts.Close(); sim.Close() })
 	s.sim, s.simURL = sim, ts.URL
 
-	dbs := map[string]string{"order-svc": testkit.NewDatabase(t, admin), "inventory-svc": testkit.NewDatabase(t, admin), "payment-svc": testkit.NewDatabase(t, admin)}
-	for name, extra := range map[string][]string{
+	dbs := map[string]string{}
+	for _, name := range services {
+		dbs[name] = testkit.NewDatabase(t, admin)
+	}
+	extras := map[string][]string{
 		"order-svc":     {"CONCORD_DATABASE_URL=" + dbs["order-svc"], "CONCORD_STUCK_AFTER=" + o.stuckAfter.String(), "CONCORD_SWEEP_INTERVAL=200ms"},
 		"inventory-svc": {"CONCORD_DATABASE_URL=" + dbs["inventory-svc"]},
 		"payment-svc": {"CONCORD_DATABASE_URL=" + dbs["payment-svc"], "CONCORD_PROVIDER_URL=" + ts.URL, "CONCORD_PROVIDER_API_KEY=" + apiKey,
 			"CONCORD_WEBHOOK_SECRET=" + secret, "CONCORD_RECHECK_PENDING_AFTER=" + o.recheck.String(), "CONCORD_PROVIDER_TIMEOUT=2s", "CONCORD_CHARGE_LEASE=3s"},
-	} {
+	}
+	if o.orchestrated {
+		s.carrier, err = carriersim.New(carriersim.Config{Faults: o.carrierFaults, Admin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := httptest.NewServer(s.carrier)
+		t.Cleanup(func() { s.carrier.Drain(); cs.Close() })
+		// A carrier answer later than 5s counts as lost: the key is
+		// looked up before any new booking.
+		extras["shipping-svc"] = []string{"CONCORD_DATABASE_URL=" + dbs["shipping-svc"], "CONCORD_CARRIER_URL=" + cs.URL,
+			"CONCORD_CARRIER_TIMEOUT=5s", "CONCORD_CARRIER_LEASE=10s"}
+		extras["orchestrator"] = []string{"CONCORD_DATABASE_URL=" + dbs["orchestrator"], "CONCORD_SWEEP_INTERVAL=100ms"}
+	}
+	for name, extra := range extras {
 		s.env[name] = append([]string{"CONCORD_TOPIC_PREFIX=" + prefix, "CONCORD_GROUP=" + prefix + name,
 			"CONCORD_KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), fmt.Sprintf("CONCORD_HTTP_ADDR=127.0.0.1:%d", ports[name]),
 			// A member killed with -9 never leaves its group; the group
@@ -109,13 +148,16 @@ func newSaga(t *testing.T, o opts) *saga {
 			// is 45s unless told otherwise (6s is the broker's minimum).
 			"CONCORD_TOPIC_PARTITIONS=3", "CONCORD_SHUTDOWN_GRACE=5s", "CONCORD_GROUP_SESSION_TIMEOUT=6s"}, extra...)
 	}
-	for _, name := range []string{"order-svc", "inventory-svc", "payment-svc"} {
+	for _, name := range services {
 		s.start(name)
 	}
-	for _, name := range []string{"order-svc", "inventory-svc", "payment-svc"} {
+	for _, name := range services {
 		s.waitReady(name, url(name))
 	}
 	s.orders, s.inventory, s.payment = testkit.Pool(t, dbs["order-svc"]), testkit.Pool(t, dbs["inventory-svc"]), testkit.Pool(t, dbs["payment-svc"])
+	if o.orchestrated {
+		s.shipping, s.orchestrator = testkit.Pool(t, dbs["shipping-svc"]), testkit.Pool(t, dbs["orchestrator"])
+	}
 	// The services drain on SIGTERM, all at once; each process's own
 	// cleanup (proc.Start) then logs its tail if the test failed.
 	t.Cleanup(func() {
