@@ -123,9 +123,13 @@ CONSOLE_FLAGS ?= --generate-admin
 console: up build ## serve the operations console over the demo's data and print its URL
 	$(STACK) $(BIN)/console --database-url "$$CONCORD_CONSOLE_DATABASE_URL" $(CONSOLE_FLAGS)
 
-bench-saga: up build ## saga throughput and order-to-terminal latency, no provider faults
-	$(STACK) $(BIN)/demo --bench --orders 2000 --rate 100
-	$(STACK) $(BIN)/demo --bench --orders 6000 --rate 400 --concurrency 64
+# Each run prints both checkout flows side by side (--orchestrated-share
+# splits the offered rate between them), then the choreographed flow alone
+# at the higher rate.
+bench-saga: up build ## saga throughput and order-to-terminal latency per flow (choreographed beside orchestrated), no faults
+	$(STACK) $(BIN)/demo --bench --orders 2000 --rate 100 --orchestrated-share 0.5
+	$(STACK) $(BIN)/demo --bench --orders 6000 --rate 400 --concurrency 64 --orchestrated-share 0.5
+	$(STACK) $(BIN)/demo --bench --orders 6000 --rate 400 --concurrency 64 --orchestrated-share 0
 
 bench-reconciler: up ## reconciler: full cycle over 100k payments at the provider's 25 req/s, per-row vs list-based
 	$(STACK) go test -run '^$$' -bench BenchmarkReconcilerCycle -benchtime 1x -timeout 30m ./services/reconciler/postgres/
