@@ -179,17 +179,9 @@ func sagasByOrder(s Snapshot) map[string]SagaRun {
 }
 
 func holdsByOrder(s Snapshot) map[string]payment.HoldStatus {
-	m := make(map[string]payment.HoldStatus, len(s.Holds))
-	for _, h := range s.Holds {
-		m[h.OrderID] = h.Status
-	}
-	return m
+	return byOrder(s.Holds, func(h Hold) (string, payment.HoldStatus) { return h.OrderID, h.Status })
 }
 
 func shipmentsByOrder(s Snapshot) map[string]shipping.Status {
-	m := make(map[string]shipping.Status, len(s.Shipments))
-	for _, sh := range s.Shipments {
-		m[sh.OrderID] = sh.Status
-	}
-	return m
+	return byOrder(s.Shipments, func(sh Shipment) (string, shipping.Status) { return sh.OrderID, sh.Status })
 }

@@ -207,20 +207,22 @@ func repeated[K comparable](ks []K) map[K]int {
 	return n
 }
 
-func paymentsByOrder(s Snapshot) map[string]payment.Status {
-	m := make(map[string]payment.Status, len(s.Payments))
-	for _, p := range s.Payments {
-		m[p.OrderID] = p.Status
+// byOrder maps each row's order id to its status.
+func byOrder[R any, S ~string](rows []R, of func(R) (string, S)) map[string]S {
+	m := make(map[string]S, len(rows))
+	for _, r := range rows {
+		id, st := of(r)
+		m[id] = st
 	}
 	return m
 }
 
+func paymentsByOrder(s Snapshot) map[string]payment.Status {
+	return byOrder(s.Payments, func(p Payment) (string, payment.Status) { return p.OrderID, p.Status })
+}
+
 func reservationsByOrder(s Snapshot) map[string]inventory.Status {
-	m := make(map[string]inventory.Status, len(s.Reservations))
-	for _, r := range s.Reservations {
-		m[r.OrderID] = r.Status
-	}
-	return m
+	return byOrder(s.Reservations, func(r Reservation) (string, inventory.Status) { return r.OrderID, r.Status })
 }
 
 func statuses(ps []ProviderPayment) []string {

@@ -315,19 +315,20 @@ func (s *saga) stockOf(sku string) (avail, reserved, committed int64) {
 // waitReservation waits for the order's reservation to reach status.
 func (s *saga) waitReservation(orderID, status string) {
 	s.t.Helper()
-	eventually(s.t, 30*time.Second, "reservation "+status, func() error {
-		if got := s.reservation(orderID); got != status {
-			return fmt.Errorf("reservation %q", got)
-		}
-		return nil
-	})
+	s.waitStatus("reservation", status, func() string { return s.reservation(orderID) })
 }
 
 func (s *saga) waitPayment(orderID, status string) {
 	s.t.Helper()
-	eventually(s.t, 30*time.Second, "payment "+status, func() error {
-		if got := s.paymentStatus(orderID); got != status {
-			return fmt.Errorf("payment %q", got)
+	s.waitStatus("payment", status, func() string { return s.paymentStatus(orderID) })
+}
+
+// waitStatus polls what's status until it is want.
+func (s *saga) waitStatus(what, want string, status func() string) {
+	s.t.Helper()
+	eventually(s.t, 30*time.Second, what+" "+want, func() error {
+		if got := status(); got != want {
+			return fmt.Errorf("%s %q", what, got)
 		}
 		return nil
 	})

@@ -144,11 +144,8 @@ func (s *saga) orchestratedOrder(sku string, qty int, postal string) string {
 // steps, as "name=status" in step order.
 func (s *saga) expectSaga(orderID, status string, steps ...string) {
 	s.t.Helper()
-	eventually(s.t, 30*time.Second, "saga "+status, func() error {
-		if got := s.scalar(s.orchestrator, `select status from saga_executions where order_id = $1`, orderID); got != status {
-			return fmt.Errorf("saga %q", got)
-		}
-		return nil
+	s.waitStatus("saga", status, func() string {
+		return s.scalar(s.orchestrator, `select status from saga_executions where order_id = $1`, orderID)
 	})
 	got := testkit.Strings(s.t, s.orchestrator, `select step_name || '=' || step_status from saga_steps
 		where execution_id = (select saga_id from saga_executions where order_id = $1) order by step_order`, orderID)
@@ -163,12 +160,7 @@ func (s *saga) holdStatus(orderID string) string {
 
 func (s *saga) waitHold(orderID, status string) {
 	s.t.Helper()
-	eventually(s.t, 30*time.Second, "hold "+status, func() error {
-		if got := s.holdStatus(orderID); got != status {
-			return fmt.Errorf("hold %q", got)
-		}
-		return nil
-	})
+	s.waitStatus("hold", status, func() string { return s.holdStatus(orderID) })
 }
 
 // expectHold checks the hold's status once its saga ended: nothing moves it
