@@ -61,11 +61,13 @@ type Config struct {
 	// (default 24h, as on Stripe).
 	IdempotencyTTL time.Duration
 	// DataDir, when set, is where state is snapshotted (state.json) and
-	// restored from on start.
+	// restored from on start. Every answer and every webhook waits until
+	// the state it shows is written, so a crash forgets nothing a client
+	// was told.
 	DataDir string
-	// SnapshotInterval is how often dirty state is written (default
-	// 200ms, real time). Close always writes a final snapshot; a crash
-	// loses at most one interval of changes.
+	// SnapshotInterval is how often changes nobody waits for (scheduled
+	// transitions) are written (default 200ms, real time). Close always
+	// writes a final snapshot.
 	SnapshotInterval time.Duration
 	// WebhookEndpoints receive the events WebhookEvents enables, signed
 	// with WebhookSecret.
@@ -148,13 +150,18 @@ type Server struct {
 	drain   chan struct{} // closed by Drain: hung requests give up
 	drained sync.Once
 
-	mu       sync.Mutex // guards everything below
-	st       *state
-	faults   Faults
-	stats    Stats
-	dirty    bool
-	limiters map[string]*rate.Limiter
-	hooks    webhookQueue
+	mu     sync.Mutex // guards everything below
+	st     *state
+	faults Faults
+	stats  Stats
+	dirty  bool
+	// epoch counts the snapshots taken, durable is the newest written;
+	// written is closed (and replaced) when durable moves. See durable.go.
+	epoch, durable uint64
+	written        chan struct{}
+	flush          chan struct{} // asks runSnapshots for a snapshot now
+	limiters       map[string]*rate.Limiter
+	hooks          webhookQueue
 }
 
 // New restores state from cfg.DataDir (if set) and starts the background
@@ -229,6 +236,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, clock: cfg.Clock, dice: newDice(cfg.Seed), log: cfg.Logger,
 		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, drain: make(chan struct{}),
 		st: st, faults: cfg.Faults, limiters: make(map[string]*rate.Limiter),
+		written: make(chan struct{}), flush: make(chan struct{}, 1),
 	}
 	if err := s.dice.restore(st.Dice); err != nil {
 		cancel()
@@ -238,6 +246,10 @@ func New(cfg Config) (*Server, error) {
 	s.wg.Add(2)
 	go s.runScheduler()
 	go s.runDispatcher()
+	if cfg.DataDir != "" {
+		s.wg.Add(1)
+		go s.runSnapshots()
+	}
 	return s, nil
 }
 
@@ -411,6 +423,7 @@ func (s *Server) api(h func(*request) response) http.Handler {
 		if hang {
 			s.stats.Hung++
 		}
+		need := s.durableAfter()
 		s.mu.Unlock()
 		s.nudge()
 
@@ -421,6 +434,9 @@ func (s *Server) api(h func(*request) response) http.Handler {
 			case <-s.drain:
 			}
 			panic(http.ErrAbortHandler)
+		}
+		if !s.waitDurable(hr.Context(), need) {
+			panic(http.ErrAbortHandler) // not written: answer nothing, as a crash would
 		}
 		if replayed {
 			w.Header().Set("Idempotent-Replayed", "true")
@@ -470,14 +486,12 @@ func (s *Server) nudge() {
 	}
 }
 
-// runScheduler applies due scheduled transitions, forgets expired
-// idempotency keys and writes snapshots until Close. A failed snapshot is
-// logged and retried on the next interval.
+// runScheduler applies due scheduled transitions and forgets expired
+// idempotency keys until Close.
 func (s *Server) runScheduler() {
 	defer s.wg.Done()
 	tick := time.NewTicker(s.cfg.TickInterval)
 	defer tick.Stop()
-	lastSnap := time.Now()
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -491,12 +505,6 @@ func (s *Server) runScheduler() {
 		s.expireEvents(now)
 		s.mu.Unlock()
 		s.nudge()
-		if time.Since(lastSnap) >= s.cfg.SnapshotInterval {
-			lastSnap = time.Now()
-			if err := s.snapshot(); err != nil {
-				s.log.Error("providersim: snapshot failed", "err", err)
-			}
-		}
 	}
 }
 
@@ -517,6 +525,8 @@ func (s *Server) snapshot() error {
 	s.st.Dice = dice
 	st := s.st.clone()
 	s.dirty = false
+	s.epoch++
+	epoch := s.epoch
 	s.mu.Unlock()
 	var b []byte
 	if err == nil {
@@ -525,10 +535,16 @@ func (s *Server) snapshot() error {
 	if err == nil {
 		err = writeSnapshot(s.cfg.DataDir, b)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
-		s.mu.Lock()
 		s.dirty = true
-		s.mu.Unlock()
+		return err
 	}
-	return err
+	if epoch > s.durable {
+		s.durable = epoch
+		close(s.written)
+		s.written = make(chan struct{})
+	}
+	return nil
 }

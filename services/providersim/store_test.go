@@ -1,6 +1,7 @@
 package providersim_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -76,5 +77,78 @@ func TestCorruptSnapshotRefusesToStart(t *testing.T) {
 	}
 	if _, err := providersim.New(providersim.Config{DataDir: dir}); err == nil {
 		t.Fatal("started on a corrupt snapshot")
+	}
+}
+
+// A simulator killed with SIGKILL writes no final snapshot: what it left on
+// disk is all a restart has. crashCopy is that: the data dir as it is
+// while the simulator still runs, started as a second simulator.
+func crashCopy(t *testing.T, dir string) *harness {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatalf("nothing on disk: %v", err)
+	}
+	crashed := t.TempDir()
+	if err := os.WriteFile(filepath.Join(crashed, "state.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, providersim.Config{DataDir: crashed})
+}
+
+// Every answer waits for the state it shows to be written: after a crash
+// the simulator knows every payment and key it answered, and hands out no
+// id a second time.
+func TestACrashForgetsNoPaymentOrKeyAClientWasTold(t *testing.T) {
+	dir := t.TempDir()
+	// Only the answers' own writes can put state on disk.
+	h := start(t, providersim.Config{DataDir: dir, SnapshotInterval: time.Hour})
+	sc := h.client()
+	var answered []*stripe.PaymentIntent
+	for i := range 5 {
+		answered = append(answered, h.mustCreate(sc, providersim.PaymentMethodVisa, int64(100+i), fmt.Sprintf("key-%d", i)))
+	}
+	after := crashCopy(t, dir)
+	asc := after.client()
+	for _, pi := range answered {
+		got, err := asc.V1PaymentIntents.Retrieve(t.Context(), pi.ID, nil)
+		if err != nil || got.Amount != pi.Amount {
+			t.Fatalf("payment %s answered before the crash is lost: %v", pi.ID, err)
+		}
+	}
+	if again := after.mustCreate(asc, providersim.PaymentMethodVisa, 104, "key-4"); again.ID != answered[4].ID {
+		t.Fatalf("key-4 after the crash gives %s, want a replay of %s", again.ID, answered[4].ID)
+	}
+	next := after.mustCreate(asc, providersim.PaymentMethodVisa, 999, "new")
+	for _, pi := range answered {
+		if next.ID == pi.ID {
+			t.Fatalf("after the crash the id %s was handed out again", pi.ID)
+		}
+	}
+}
+
+// A webhook is sent only once its event is written: after a crash the
+// simulator knows every event it delivered, here one a scheduled
+// transition made (no request waited for it).
+func TestACrashForgetsNoEventItDelivered(t *testing.T) {
+	dir := t.TempDir()
+	ep := newEndpoint(t)
+	f := providersim.DefaultFaults()
+	f.ProcessingDelay = time.Minute
+	h := start(t, providersim.Config{DataDir: dir, SnapshotInterval: time.Hour, Faults: f, WebhookEndpoints: []string{ep.ts.URL},
+		WebhookSecret: "whsec_crash", WebhookEvents: []string{"payment_intent.succeeded"}})
+	slow := h.mustCreate(h.client(), providersim.PaymentMethodProcessing, 300, "slow")
+	h.clock.Advance(time.Minute)
+	eventually(t, "the success webhook of the processing payment", func() bool { return ep.count() == 1 })
+	d := ep.received()[0]
+	if d.Data.Object.ID != slow.ID {
+		t.Fatalf("delivered %s for %s, want %s", d.Type, d.Data.Object.ID, slow.ID)
+	}
+	known := false
+	for _, ev := range allEvents(t, crashCopy(t, dir).client(), nil) {
+		known = known || ev.ID == d.ID
+	}
+	if !known {
+		t.Fatalf("event %s was delivered before the crash and is unknown after it", d.ID)
 	}
 }

@@ -143,7 +143,15 @@ func (s *Server) runDispatcher() {
 		}
 		s.mu.Lock()
 		batch := s.dueDeliveries(s.clock.Now())
+		need := s.durableAfter()
 		s.mu.Unlock()
+		// An event is sent only once the simulator cannot forget it.
+		if len(batch) > 0 && !s.waitDurable(s.ctx, need) {
+			s.mu.Lock()
+			s.hooks.pending = append(s.hooks.pending, batch...)
+			s.mu.Unlock()
+			return
+		}
 		for i, d := range batch {
 			select {
 			case slots <- struct{}{}:

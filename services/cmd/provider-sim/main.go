@@ -23,7 +23,7 @@ func run(ctx context.Context, args []string) error {
 	apiKey := fs.String("api-key", "PROVIDERSIM_API_KEY", "", "the only secret key accepted; empty accepts any sk_test_… key")
 	seed := fs.Int("seed", "PROVIDERSIM_SEED", 1, "seed for every random decision (ids and faults): same seed, same requests, same run")
 	dataDir := fs.String("data-dir", "PROVIDERSIM_DATA_DIR", "", "directory for the state snapshot (state.json); empty keeps state in memory only")
-	snapEvery := fs.Duration("snapshot-interval", "PROVIDERSIM_SNAPSHOT_INTERVAL", 200*time.Millisecond, "how often changed state is written to --data-dir")
+	snapEvery := fs.Duration("snapshot-interval", "PROVIDERSIM_SNAPSHOT_INTERVAL", 200*time.Millisecond, "how often changes no answer waits for (scheduled transitions) are written to --data-dir; every answer waits for the state it shows to be written")
 	rateLimit := fs.Float("rate-limit", "PROVIDERSIM_RATE_LIMIT", providersim.DefaultRateLimit, "requests per second per API key before 429 rate_limit; 0 disables")
 	holdExpiry := fs.Duration("hold-expiry", "PROVIDERSIM_HOLD_EXPIRY", providersim.DefaultHoldExpiry,
 		"how long an authorization hold (capture_method=manual) can be captured before the provider cancels it (Stripe: 7 days)")
