@@ -33,7 +33,7 @@ LDFLAGS := -X $(KIT).version=$(VERSION) -X $(KIT).revision=$(REVISION) -X $(KIT)
 # Loads the stack's addresses into the recipe's environment.
 STACK := set -a; . $(CURDIR)/.local/stack.env; set +a;
 
-.PHONY: help build up down status test test-unit lint generate fuzz fuzz-short demo console bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check mutate
+.PHONY: help build up down status test chaos test-unit lint generate fuzz fuzz-short demo console bench bench-relay bench-consumer bench-saga bench-reconciler clean-local schema-check mutate
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -65,6 +65,15 @@ generate: ## regenerate schemas/contract from schemas/events
 
 test: lint schema-check fuzz-short up ## lint, schema review, short fuzz, start the stack, run every test with -race
 	$(STACK) go test $(GOTEST_FLAGS) $(PKGS)
+
+# The whole pipeline, two instances of every service, under SIGKILL,
+# SIGSTOP and restarts of a private PostgreSQL and Kafka broker; `make test`
+# runs its short form. CHAOS_SEED picks the schedule, CHAOS_LOAD its length.
+CHAOS_SEED ?= 1
+CHAOS_LOAD ?= 4m
+chaos: up ## fault run: kill -9, pauses, database and broker restarts under load; prints its report, fails on any broken promise
+	$(STACK) CONCORD_CHAOS=full CONCORD_CHAOS_SEED=$(CHAOS_SEED) CONCORD_CHAOS_LOAD=$(CHAOS_LOAD) \
+	  go test -count=1 -v -timeout 30m -run '^TestChaos$$' ./services/internal/chaostest/
 
 # A failing input is written to the package's testdata/fuzz/<Target>/; keep
 # it there with the fix, and the test runs it from then on. Go 1.26's fuzz

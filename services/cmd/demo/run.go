@@ -18,8 +18,10 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit/proc"
+	"github.com/concordhq/concord/services/audit/auditsnapshot"
 	"github.com/concordhq/concord/services/internal/loadgen"
 	"github.com/concordhq/concord/services/payment/paymentapi"
+	"github.com/concordhq/concord/services/payment/paymentprovider"
 )
 
 const (
@@ -307,61 +309,21 @@ func seedStock(ctx context.Context, invURL string, c config) (map[string]int64, 
 	return initial, nil
 }
 
-// waitQuiet polls until no order is in flight, no reservation is held, no
-// payment is pending or awaiting its refund, and every outbox is published.
+// waitQuiet polls until no order or saga is in flight, no reservation is
+// held, no payment is pending or awaiting its refund, every outbox is
+// published and every group has consumed it.
 func waitQuiet(ctx context.Context, r *running, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		var open, held, pending, refundDue, unpublished int64
-		q := func(pool string, sql string, into *int64) {
-			if err := r.pools[pool].QueryRow(ctx, sql).Scan(into); err != nil {
-				*into = -1
-			}
-		}
-		q("order-svc", `select count(*) from orders where status not in ('CONFIRMED', 'CANCELLED')`, &open)
-		q("inventory-svc", `select count(*) from reservations where status = 'HELD'`, &held)
-		q("payment-svc", `select count(*) from payments where status = 'pending'`, &pending)
-		q("payment-svc", `select count(*) from payments where status = 'paid' and order_cancelled`, &refundDue)
-		var sagas, holds, shipments int64
-		q("orchestrator", `select count(*) from saga_executions where status not in ('COMPLETED', 'COMPENSATED', 'FAILED')`, &sagas)
-		q("payment-svc", `select count(*) from hold_commands where status = 'pending'`, &holds)
-		q("shipping-svc", `select count(*) from shipments where next_attempt_at is not null`, &shipments)
-		open += sagas + holds + shipments
-		var u int64
-		unpublished = 0
-		for name := range r.pools {
-			q(name, `select count(*) from outbox where published_at is null`, &u)
-			unpublished += u
-		}
-		// Consumer lag: an event published but not yet applied (say the
-		// inventory releasing stock for an order.cancelled) is work left.
-		lag := int64(-1)
-		if lags, err := r.adm.Lag(ctx, r.groups...); err == nil {
-			lag = 0
-			for _, g := range lags {
-				if g.Error() != nil {
-					lag = -1
-					break
-				}
-				lag += g.Lag.Total()
-			}
-		}
-		last = fmt.Sprintf("orders and sagas in flight %d, reservations held %d, payments pending %d, refunds due %d, unpublished events %d, consumer lag %d",
-			open, held, pending, refundDue, unpublished, lag)
-		if open == 0 && held == 0 && pending == 0 && refundDue == 0 && unpublished == 0 && lag == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not quiet after %s: %s", timeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-		if os.Getenv("CONCORD_DEMO_VERBOSE") != "" || os.Getenv("DEMO_VERBOSE") != "" {
-			fmt.Println("    " + last)
-		}
+	var progress func(auditsnapshot.Work)
+	if os.Getenv("CONCORD_DEMO_VERBOSE") != "" || os.Getenv("DEMO_VERBOSE") != "" {
+		progress = func(w auditsnapshot.Work) { fmt.Println("    " + w.String()) }
 	}
+	// Consumer lag counts: an event published but not yet applied (say
+	// the inventory releasing stock for an order.cancelled) is work left.
+	return auditsnapshot.WaitQuiet(ctx, r.sources(nil), r.adm, r.groups, timeout, progress)
+}
+
+// sources are the run's databases and provider, for the audit.
+func (r *running) sources(provider *paymentprovider.Client) auditsnapshot.Sources {
+	return auditsnapshot.Sources{Orders: r.pools["order-svc"], Inventory: r.pools["inventory-svc"], Payments: r.pools["payment-svc"],
+		Orchestrator: r.pools["orchestrator"], Shipping: r.pools["shipping-svc"], Provider: provider}
 }

@@ -162,8 +162,7 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 	if err != nil {
 		return false, err
 	}
-	snap, err := auditsnapshot.Read(ctx, auditsnapshot.Sources{Orders: r.pools["order-svc"], Inventory: r.pools["inventory-svc"],
-		Payments: r.pools["payment-svc"], Orchestrator: r.pools["orchestrator"], Shipping: r.pools["shipping-svc"], Provider: gw})
+	snap, err := auditsnapshot.Read(ctx, r.sources(gw))
 	if err != nil {
 		return false, err
 	}
