@@ -86,10 +86,6 @@ type Event struct {
 	Service     string // "order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator"
 	AggregateID string
 	Type        string
-	// Key tells apart events a service may rightly append more than once
-	// per aggregate: a saga.step_replied's idempotency key (one reply per
-	// command, several commands per saga). Empty for every other type.
-	Key string
 }
 
 // ProviderPayment is one payment at the provider.

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/audit"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/reconciler"
@@ -106,10 +105,7 @@ func Read(ctx context.Context, src Sources) (audit.Snapshot, error) {
 	}
 	for _, db := range outboxes {
 		read(db.service+" outbox", func() error {
-			// A reply is one per command, so its key is the command's.
-			evs, e := rows(ctx, db.pool, `select $1::text, aggregate_id, event_type,
-					case when event_type = $2 then coalesce(payload->'data'->>'idempotency_key', '') else '' end from outbox`,
-				pgx.RowToStructByPos[audit.Event], db.service, contract.TypeSagaStepReplied.String())
+			evs, e := rows(ctx, db.pool, `select $1::text, aggregate_id, event_type from outbox`, pgx.RowToStructByPos[audit.Event], db.service)
 			s.Events = append(s.Events, evs...)
 			return e
 		})

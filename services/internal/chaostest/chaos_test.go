@@ -157,6 +157,18 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		failed = append(failed, err)
 	}
+	explained := 0
+	for _, r := range checks {
+		for _, v := range r.Violations {
+			if id, ok := strings.CutPrefix(v.Subject, "saga "); ok && explained < 5 {
+				if explained == 0 {
+					fmt.Println("  sagas that broke a check, as the services hold them:")
+				}
+				d.explain(ctx, id)
+				explained++
+			}
+		}
+	}
 	if share > c.maxTimedOut {
 		failed = append(failed, fmt.Errorf("%d of %d orders (%.2f%%) cancelled by a timeout; at most %.0f%% may be",
 			timedOut, len(res.Created), share*100, c.maxTimedOut*100))

@@ -301,3 +301,38 @@ func (b *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	http.Error(w, "no instance could be reached", http.StatusBadGateway)
 }
+
+// explain prints what the orchestrator, payment-svc and shipping-svc hold
+// about a saga, for a failed run's report: the tables are gone once the
+// test ends.
+func (d *deployment) explain(ctx context.Context, sagaID string) {
+	fmt.Printf("    saga %s:\n", sagaID)
+	for _, q := range []struct {
+		service, sql string
+	}{
+		{"orchestrator", `select status || ' failed_step=' || coalesce(failed_step, '-') || ' error=' || coalesce(error, '-')
+			from saga_executions where saga_id = $1`},
+		{"orchestrator", `select step_name || '=' || step_status || ' attempts=' || attempts || '/' || compensation_attempts ||
+			' uncertain=' || uncertain || ' error=' || coalesce(step_error, '-') from saga_steps where execution_id = $1 order by step_order`},
+		{"payment-svc", `select hold_key || ' ' || status || ' pi=' || coalesce(provider_payment_id, '-') || ' reason=' || coalesce(failure_reason, '-')
+			|| ' observed=' || coalesce(observed_external_status, '-') from payment_holds where saga_id = $1`},
+		{"payment-svc", `select command_type || ' ' || idempotency_key || ' ' || status || ' ' || coalesce(outcome, '-') || ' reason=' ||
+			coalesce(reason, '-') || ' attempts=' || attempts || ' last_error=' || coalesce(last_error, '-')
+			from hold_commands where saga_id = $1 order by created_at`},
+		{"shipping-svc", `select status || ' cancel=' || coalesce(cancel_status, '-') || ' calls=' || create_calls
+			from shipments where saga_id = $1`},
+	} {
+		rows, err := d.pools[q.service].Query(ctx, q.sql, sagaID)
+		if err != nil {
+			fmt.Printf("      %s: %v\n", q.service, err)
+			continue
+		}
+		for rows.Next() {
+			var line string
+			if rows.Scan(&line) == nil {
+				fmt.Printf("      %-13s %s\n", q.service, line)
+			}
+		}
+		rows.Close()
+	}
+}
