@@ -11,12 +11,14 @@ import (
 // nothing, so tests and one-shot commands need not build one.
 type Metrics struct {
 	lag             prometheus.Gauge
+	payments        prometheus.Gauge
 	cycleDuration   prometheus.Histogram
 	lastCycle       prometheus.Gauge
 	sinceLastCycle  prometheus.Gauge
 	currentCycleAge prometheus.Gauge
 	verdicts        *prometheus.CounterVec
 	openFindings    *prometheus.GaugeVec
+	openByVerdict   *prometheus.GaugeVec
 	findingsOpened  *prometheus.CounterVec
 	commandsEmitted *prometheus.CounterVec
 	providerCalls   *prometheus.CounterVec
@@ -33,6 +35,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_reconciler_lag_seconds",
 			Help: "Reconciliation lag: the longest time any payment has gone without being verified against the provider."}),
+		payments: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_reconciler_payments",
+			Help: "Payments the reconciler must verify (rows in payments); its growth per hour is seed 000's G, which the rows verified per hour (B×R) must exceed."}),
 		cycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_reconciler_cycle_duration_seconds",
 			Help:    "Time this process took to complete a full cycle over every payment.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 16)}),
@@ -46,6 +50,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Rows classified, by verdict."}, []string{"verdict"}),
 		openFindings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "concord_reconciler_open_findings",
 			Help: "Unresolved findings, by kind."}, []string{"kind"}),
+		openByVerdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "concord_reconciler_open_findings_by_verdict",
+			Help: "Unresolved findings, by verdict: repairable ones wait for payment-svc to apply their command, needs_review ones for a person."}, []string{"verdict"}),
 		findingsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_reconciler_findings_opened_total",
 			Help: "Findings recorded, by kind (an already-open finding is not counted again)."}, []string{"kind"}),
 		commandsEmitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_reconciler_repair_commands_total",
@@ -63,7 +69,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, v := range Verdicts {
 		m.verdicts.WithLabelValues(string(v))
 	}
-	reg.MustRegister(m.lag, m.cycleDuration, m.lastCycle, m.sinceLastCycle, m.currentCycleAge, m.verdicts,
+	for _, v := range findingVerdicts {
+		m.openByVerdict.WithLabelValues(string(v))
+	}
+	reg.MustRegister(m.lag, m.payments, m.openByVerdict, m.cycleDuration, m.lastCycle, m.sinceLastCycle, m.currentCycleAge, m.verdicts,
 		m.openFindings, m.findingsOpened, m.commandsEmitted, m.providerCalls, m.concurrentRuns,
 		m.unknownPayments, m.rowsVerified)
 	return m
@@ -112,13 +121,17 @@ func (m *Metrics) unknownPayment(n int) {
 	}
 }
 
+// findingVerdicts are the verdicts a finding can have.
+var findingVerdicts = []Verdict{Repairable, NeedsReview}
+
 // Status is what `reconciler status` prints and the metrics export.
 type Status struct {
-	Now          time.Time
-	Payments     int64
-	Lag          time.Duration // the oldest time since a row was last verified
-	Cursors      []CursorStatus
-	OpenFindings map[Kind]int
+	Now           time.Time
+	Payments      int64
+	Lag           time.Duration // the oldest time since a row was last verified
+	Cursors       []CursorStatus
+	OpenFindings  map[Kind]int
+	OpenByVerdict map[Verdict]int // the same findings by verdict
 }
 
 // CursorStatus is one job's position in its cycle.
@@ -139,6 +152,10 @@ func (m *Metrics) ObserveStatus(s Status, job string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lag.Set(s.Lag.Seconds())
+	m.payments.Set(float64(s.Payments))
+	for _, v := range findingVerdicts {
+		m.openByVerdict.WithLabelValues(string(v)).Set(float64(s.OpenByVerdict[v]))
+	}
 	for _, c := range s.Cursors {
 		if c.Job != job {
 			continue

@@ -134,14 +134,14 @@ func discover(t *testing.T, root string) []binary {
 	return bins
 }
 
-// Every binary that serves /metrics, started for real, answers a
-// promlint-clean scrape that includes concord_build_info and counts the
-// requests it served.
-func TestEveryBinarysMetricsAreLintClean(t *testing.T) {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+// startEveryBinary builds every binary that serves /metrics and starts
+// each, as a parallel subtest of t named after it, with its ops server on a
+// free port; check runs inside the subtest with the binary up and ready at
+// base (http://host:port), and the binary stops when the subtest ends.
+// When no subtest failed, each binary's last scrape by check is kept for
+// exportedSeries.
+func startEveryBinary(t *testing.T, check func(t *testing.T, b binary, base string) testkit.Metrics) {
+	root := repoRoot(t)
 	bins := discover(t, root)
 	if len(bins) < 5 {
 		t.Fatalf("discovered %d binaries serving /metrics (%v); the discovery is broken", len(bins), bins)
@@ -166,6 +166,7 @@ func TestEveryBinarysMetricsAreLintClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	scrapes := newScrapeSet(bins)
 	for i, b := range bins {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -183,27 +184,40 @@ func TestEveryBinarysMetricsAreLintClean(t *testing.T) {
 			if err := p.WaitReady(context.Background(), base+"/healthz", 60*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			before := testkit.Scrape(t, base+"/metrics")
-			resp, err := http.Get(base + "/healthz")
-			if err != nil {
-				t.Fatal(err)
+			if m := check(t, b, base); !t.Failed() {
+				scrapes.add(b.name, m)
 			}
-			resp.Body.Close()
-			after := testkit.Scrape(t, base+"/metrics")
-			healthz := map[string]string{"route": "/healthz", "code": "200", "method": "GET"}
-			if a, b := after.Value("concord_http_requests_total", healthz), before.Value("concord_http_requests_total", healthz); a <= b {
-				t.Errorf("concord_http_requests_total%v: %v before a GET /healthz, %v after", healthz, b, a)
-			}
-			if after.Value("concord_build_info", nil) != 1 {
-				t.Errorf("concord_build_info missing")
-			}
-			for _, n := range after.Names() {
-				if !strings.HasPrefix(n, "concord_") && !strings.HasPrefix(n, "go_") && !strings.HasPrefix(n, "process_") &&
-					!strings.HasPrefix(n, "promhttp_") {
-					t.Errorf("series %s: every series of the project is named concord_…", n)
-				}
-			}
-			after.LintClean(t, b.name+" /metrics")
 		})
 	}
+	t.Cleanup(func() { scrapes.keepIfComplete() })
+}
+
+// Every binary that serves /metrics, started for real, answers a
+// promlint-clean scrape that includes concord_build_info and counts the
+// requests it served.
+func TestEveryBinarysMetricsAreLintClean(t *testing.T) {
+	startEveryBinary(t, func(t *testing.T, b binary, base string) testkit.Metrics {
+		before := testkit.Scrape(t, base+"/metrics")
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		after := testkit.Scrape(t, base+"/metrics")
+		healthz := map[string]string{"route": "/healthz", "code": "200", "method": "GET"}
+		if a, b := after.Value("concord_http_requests_total", healthz), before.Value("concord_http_requests_total", healthz); a <= b {
+			t.Errorf("concord_http_requests_total%v: %v before a GET /healthz, %v after", healthz, b, a)
+		}
+		if after.Value("concord_build_info", nil) != 1 {
+			t.Errorf("concord_build_info missing")
+		}
+		for _, n := range after.Names() {
+			if !strings.HasPrefix(n, "concord_") && !strings.HasPrefix(n, "go_") && !strings.HasPrefix(n, "process_") &&
+				!strings.HasPrefix(n, "promhttp_") {
+				t.Errorf("series %s: every series of the project is named concord_…", n)
+			}
+		}
+		after.LintClean(t, b.name+" /metrics")
+		return after
+	})
 }

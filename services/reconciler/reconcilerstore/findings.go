@@ -40,8 +40,31 @@ func (s *Store) Status(ctx context.Context) (reconciler.Status, error) {
 	if err != nil {
 		return st, fmt.Errorf("reconciler store: cursors: %w", err)
 	}
-	st.OpenFindings, err = s.OpenFindings(ctx)
+	if st.OpenFindings, err = s.OpenFindings(ctx); err != nil {
+		return st, err
+	}
+	st.OpenByVerdict, err = s.openByVerdict(ctx)
 	return st, err
+}
+
+// openByVerdict counts unresolved findings by verdict.
+func (s *Store) openByVerdict(ctx context.Context) (map[reconciler.Verdict]int, error) {
+	rows, err := s.pool.Query(ctx, `select verdict, count(*) from reconciliation_findings
+		where resolved_at is null group by verdict`)
+	if err != nil {
+		return nil, fmt.Errorf("reconciler store: open findings by verdict: %w", err)
+	}
+	out := make(map[reconciler.Verdict]int)
+	var v string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&v, &n}, func() error {
+		out[reconciler.Verdict(v)] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconciler store: open findings by verdict: %w", err)
+	}
+	return out, nil
 }
 
 // OpenFindings counts unresolved findings by kind.

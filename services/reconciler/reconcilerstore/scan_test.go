@@ -251,6 +251,14 @@ func TestPaidLocallyButNotAtProviderIsOneReviewFindingAndNoChange(t *testing.T) 
 	if n := count(t, pool, `select count(*) from payments where status = 'paid' and version = 0`); n != 1 {
 		t.Fatal("the payment changed; a review finding must not touch it")
 	}
+	// The metrics read the finding as one open review among one payment.
+	st, err := reconcilerstore.New(pool).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Payments != 1 || st.OpenByVerdict[reconciler.NeedsReview] != 1 || st.OpenByVerdict[reconciler.Repairable] != 0 {
+		t.Fatalf("status: %d payments, open by verdict %v; want 1 payment and one needs_review finding", st.Payments, st.OpenByVerdict)
+	}
 }
 
 // TestRescanningUnchangedDriftAddsNoFindingOrCommand: a lost success webhook
