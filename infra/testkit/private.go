@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -124,16 +125,46 @@ type PrivateKafka struct {
 // test ends. Start-up takes a few seconds.
 func NewPrivateKafka(t testing.TB) *PrivateKafka {
 	t.Helper()
+	return NewPrivateKafkaCluster(t, 1).Nodes[0]
+}
+
+// PrivateKafkaCluster is a KRaft cluster of the test's own: every node a
+// broker and a controller (static voters), topics replicated to every node
+// (up to 3) with min.insync.replicas one less, so it keeps accepting acks=all
+// writes with one node down.
+type PrivateKafkaCluster struct {
+	Brokers []string // every node's listener
+	Nodes   []*PrivateKafka
+}
+
+// NewPrivateKafkaCluster formats and starts n nodes and waits until each
+// answers metadata; they are removed when the test ends.
+func NewPrivateKafkaCluster(t testing.TB, n int) *PrivateKafkaCluster {
+	t.Helper()
 	cp := os.Getenv("CONCORD_KAFKA_CLASSPATH")
 	if cp == "" {
 		t.Fatal("CONCORD_KAFKA_CLASSPATH is not set: run the tests with `make test` (infra/local/up resolves the broker jars and sets it)")
 	}
-	dir := t.TempDir()
-	ports := freePorts(t, 2)
-	port, cport := ports[0], ports[1]
-	props := fmt.Sprintf(`process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=127.0.0.1:%[2]d
+	ports := freePorts(t, 2*n)
+	rf := min(n, 3)
+	var voters, bootstrap []string
+	for i := range n {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[2*i+1]))
+		bootstrap = append(bootstrap, fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]))
+	}
+	// One node formats with --standalone and bootstraps its quorum; more
+	// name each other as static voters.
+	quorum := "controller.quorum.bootstrap.servers=" + strings.Join(bootstrap, ",")
+	if n > 1 {
+		quorum = "controller.quorum.voters=" + strings.Join(voters, ",")
+	}
+	c := &PrivateKafkaCluster{}
+	for i := range n {
+		dir := t.TempDir()
+		port, cport := ports[2*i], ports[2*i+1]
+		props := fmt.Sprintf(`process.roles=broker,controller
+node.id=%[4]d
+%[5]s
 listeners=PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d
 advertised.listeners=PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d
 inter.broker.listener.name=PLAINTEXT
@@ -141,41 +172,72 @@ controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=%[3]s/data
 num.partitions=1
-offsets.topic.replication.factor=1
+default.replication.factor=%[6]d
+min.insync.replicas=%[7]d
+offsets.topic.replication.factor=%[6]d
 offsets.topic.num.partitions=4
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=%[6]d
+share.coordinator.state.topic.min.isr=%[7]d
+transaction.state.log.replication.factor=%[6]d
+transaction.state.log.min.isr=%[7]d
 group.initial.rebalance.delay.ms=0
-`, port, cport, dir)
-	cfg := filepath.Join(dir, "server.properties")
-	if err := os.WriteFile(cfg, []byte(props), 0o644); err != nil {
-		t.Fatal(err)
+`, port, cport, dir, i+1, quorum, rf, max(rf-1, 1))
+		cfg := filepath.Join(dir, "server.properties")
+		if err := os.WriteFile(cfg, []byte(props), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		java := func(args ...string) []string {
+			return append([]string{"-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+				"-Dkafka.logs.dir=" + dir, "-cp", cp}, args...)
+		}
+		format := java("kafka.tools.StorageTool", "format", "-t", "concord-private-test1", "-c", cfg)
+		if n == 1 {
+			format = append(format, "--standalone")
+		}
+		if out, err := exec.Command("java", format...).CombinedOutput(); err != nil {
+			t.Fatalf("kafka storage format: %v\n%s", err, out)
+		}
+		k := &PrivateKafka{
+			Brokers: []string{fmt.Sprintf("127.0.0.1:%d", port)},
+			cmd: proc.Command{Name: fmt.Sprintf("kafka-%d", i+1), Path: "java", Args: java("kafka.Kafka", cfg),
+				Log: filepath.Join(dir, "stdout.log")},
+		}
+		c.Nodes = append(c.Nodes, k)
+		c.Brokers = append(c.Brokers, k.Brokers...)
 	}
-	java := func(args ...string) []string {
-		return append([]string{"-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-			"-Dkafka.logs.dir=" + dir, "-cp", cp}, args...)
+	// The nodes of a cluster wait for each other's quorum: start them
+	// all, then wait for each.
+	for _, k := range c.Nodes {
+		k.proc = startOrRestart(t, k.proc, k.cmd)
 	}
-	format := java("kafka.tools.StorageTool", "format", "--standalone", "-t", "concord-private-test1", "-c", cfg)
-	if out, err := exec.Command("java", format...).CombinedOutput(); err != nil {
-		t.Fatalf("kafka storage format: %v\n%s", err, out)
+	for _, k := range c.Nodes {
+		k.waitUp(t)
 	}
-	k := &PrivateKafka{
-		Brokers: []string{fmt.Sprintf("127.0.0.1:%d", port)},
-		cmd:     proc.Command{Name: "kafka", Path: "java", Args: java("kafka.Kafka", cfg), Log: filepath.Join(dir, "stdout.log")},
-	}
-	k.Start(t)
-	return k
+	return c
 }
+
+// Kafka returns the cluster as a *Kafka usable with the shared helpers.
+func (c *PrivateKafkaCluster) Kafka() *Kafka { return &Kafka{Brokers: c.Brokers, Kind: "private"} }
 
 // Kafka returns the broker as a *Kafka usable with the shared helpers.
 func (k *PrivateKafka) Kafka() *Kafka { return &Kafka{Brokers: k.Brokers, Kind: "private"} }
+
+// ID is the node's node.id in its cluster (1 for a single broker).
+func (k *PrivateKafka) ID() int32 {
+	var id int32
+	_, _ = fmt.Sscanf(k.cmd.Name, "kafka-%d", &id)
+	return id
+}
 
 // Start starts (or restarts) the broker and waits until it answers metadata.
 func (k *PrivateKafka) Start(t testing.TB) {
 	t.Helper()
 	k.proc = startOrRestart(t, k.proc, k.cmd)
+	k.waitUp(t)
+}
+
+func (k *PrivateKafka) waitUp(t testing.TB) {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
 	if err != nil {
 		t.Fatal(err)

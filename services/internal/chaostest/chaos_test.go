@@ -94,7 +94,7 @@ func TestChaos(t *testing.T) {
 	c := configFromEnv(t)
 	form := "short form: service faults on the shared stack"
 	if c.full {
-		form = "full form: service faults, PostgreSQL and Kafka restarts on a private stack"
+		form = "full form: service faults, a PostgreSQL restart and Kafka nodes lost on a private 3-node cluster"
 	}
 	fmt.Printf("chaos: seed %d, %s of load at %.0f orders/s, %s\n", c.seed, c.load, c.rate, form)
 	d := deploy(t, c)

@@ -53,8 +53,8 @@ type deployment struct {
 	groups   []string
 	orderURL string // round robin over the order-svc instances
 	simURL   string
-	pg       *testkit.PrivatePostgres // full form only
-	kafka    *testkit.PrivateKafka    // full form only
+	pg       *testkit.PrivatePostgres     // full form only
+	kafka    *testkit.PrivateKafkaCluster // full form only: 3 nodes, replication factor 3, min.insync.replicas 2
 }
 
 func deploy(t *testing.T, c config) *deployment {
@@ -64,7 +64,7 @@ func deploy(t *testing.T, c config) *deployment {
 	var brokers []string
 	admin := ""
 	if c.full {
-		d.pg, d.kafka = testkit.NewPrivatePostgres(t), testkit.NewPrivateKafka(t)
+		d.pg, d.kafka = testkit.NewPrivatePostgres(t), testkit.NewPrivateKafkaCluster(t, 3)
 		admin, brokers = d.pg.URL, d.kafka.Brokers
 	} else {
 		admin, brokers = testkit.PostgresURL(t), testkit.NewKafka(t).Brokers
@@ -335,4 +335,22 @@ func (d *deployment) explain(ctx context.Context, sagaID string) {
 		}
 		rows.Close()
 	}
+}
+
+// leaderNode is the cluster node that leads partition 0 of the order
+// events (every service's records pass through one such leader), or the
+// first node when metadata cannot tell.
+func (d *deployment) leaderNode(ctx context.Context) *testkit.PrivateKafka {
+	topic := d.prefix + "order-events"
+	md, err := d.adm.Metadata(ctx, topic)
+	if err == nil {
+		if p, ok := md.Topics[topic].Partitions[0]; ok {
+			for _, k := range d.kafka.Nodes {
+				if k.ID() == p.Leader {
+					return k
+				}
+			}
+		}
+	}
+	return d.kafka.Nodes[0]
 }

@@ -23,7 +23,8 @@ const (
 	faultKill     = "kill"     // SIGKILL, restarted after down
 	faultPause    = "pause"    // SIGSTOP, SIGCONT after down
 	faultPostgres = "postgres" // the private server stopped, started after down
-	faultKafka    = "kafka"    // the private broker stopped, started after down
+	faultLeader   = "leader"   // the Kafka node leading the order events killed, restarted after down
+	faultBroker   = "broker"   // another Kafka node stopped, started after down
 )
 
 // plan draws the run's faults from its seed: c.kills of every victim and
@@ -50,8 +51,9 @@ func plan(c config, victims []string) []fault {
 		fs = append(fs, fault{at: at(), kind: faultPause, victim: instances[rng.IntN(len(instances))], down: c.pauseFor})
 	}
 	if c.full {
-		fs = append(fs, fault{at: c.load * 35 / 100, kind: faultPostgres, down: 5 * time.Second},
-			fault{at: c.load * 65 / 100, kind: faultKafka, down: 5 * time.Second})
+		fs = append(fs, fault{at: c.load * 30 / 100, kind: faultPostgres, down: 5 * time.Second},
+			fault{at: c.load * 50 / 100, kind: faultLeader, down: 10 * time.Second},
+			fault{at: c.load * 70 / 100, kind: faultBroker, down: 5 * time.Second})
 	}
 	slices.SortFunc(fs, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
 	return fs
@@ -66,7 +68,7 @@ func (d *deployment) inject(ctx context.Context, fs []fault) <-chan struct{} {
 	byTarget := map[string][]fault{}
 	for _, f := range fs {
 		key := f.victim
-		if f.kind == faultPostgres || f.kind == faultKafka {
+		if f.victim == "" {
 			key = "stack"
 		}
 		byTarget[key] = append(byTarget[key], f)
@@ -110,10 +112,22 @@ func (d *deployment) apply(ctx context.Context, f fault) {
 		d.pg.Stop(d.t)
 		wait(ctx, f.down)
 		d.pg.Start(d.t)
-	case faultKafka:
-		d.kafka.Stop(d.t)
+	case faultLeader:
+		k := d.leaderNode(ctx)
+		k.Kill(d.t)
 		wait(ctx, f.down)
-		d.kafka.Start(d.t)
+		k.Start(d.t)
+	case faultBroker:
+		k := d.leaderNode(ctx)
+		for _, n := range d.kafka.Nodes {
+			if n != k {
+				k = n
+				break
+			}
+		}
+		k.Stop(d.t)
+		wait(ctx, f.down)
+		k.Start(d.t)
 	}
 }
 
@@ -137,8 +151,9 @@ func summarize(fs []fault) string {
 	var restarts []string
 	for _, f := range fs {
 		n[f.kind]++
-		if f.kind == faultPostgres || f.kind == faultKafka {
-			restarts = append(restarts, fmt.Sprintf("%s restarted at %s", f.kind, f.at.Round(time.Second)))
+		if what, ok := map[string]string{faultPostgres: "PostgreSQL stopped", faultLeader: "the Kafka partition leader killed",
+			faultBroker: "another Kafka node stopped"}[f.kind]; ok {
+			restarts = append(restarts, fmt.Sprintf("%s at %s for %s", what, f.at.Round(time.Second), f.down))
 		}
 	}
 	s := fmt.Sprintf("%d kills (every service instance, provider-sim and the reconciler), %d pauses", n[faultKill], n[faultPause])
