@@ -1,12 +1,15 @@
 // Command inventory-svc is the saga's inventory service: stock per SKU,
 // all-or-nothing reservations on order.created, commit on payment, release
-// on payment failure or cancellation.
+// on payment failure or cancellation; events that contradict what it
+// knows of an order (no reservation, a confirmed order) move no stock and
+// are recorded for review.
 package main
 
 import (
 	"context"
 
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/services/internal/contradiction"
 	"github.com/concordhq/concord/services/internal/svc"
 	"github.com/concordhq/concord/services/inventory/inventoryapi"
 	"github.com/concordhq/concord/services/inventory/inventoryconsumer"
@@ -29,6 +32,9 @@ func run(ctx context.Context, args []string) error {
 		MaxConcurrentPartitions: 1,
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
 			if err := inventorystore.RegisterMetrics(env.Ops.Registry); err != nil {
+				return nil, err
+			}
+			if err := contradiction.RegisterMetrics(env.Ops.Registry); err != nil {
 				return nil, err
 			}
 			(&inventoryapi.Handler{Pool: env.Pool, Log: env.Log}).Register(env.API)

@@ -1,7 +1,8 @@
 // Command payment-svc is the saga's payment service: it stores a payment
 // intent for every reservation, charges it through the provider gateway
 // (stripe-go, pointed at Stripe or provider-sim), takes the provider's
-// webhooks, refunds payments whose order was cancelled, and applies the
+// webhooks, refunds payments whose order was cancelled (unless order-svc
+// confirmed it), refuses reservations that contradict their order, and applies the
 // reconciler's repair commands through the same canonical writer. For the
 // orchestrated checkout it places, captures and releases authorization
 // holds on the orchestrator's commands and replies saga.step_replied.
@@ -17,6 +18,7 @@ import (
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/schemas/contract"
+	"github.com/concordhq/concord/services/internal/contradiction"
 	"github.com/concordhq/concord/services/internal/svc"
 	"github.com/concordhq/concord/services/payment/charger"
 	"github.com/concordhq/concord/services/payment/holder"
@@ -32,9 +34,11 @@ func main() { kit.Main("payment-svc", run) }
 
 func run(ctx context.Context, args []string) error {
 	var apiKey, baseURL, secret *string
-	var timeout, recheck, lease *time.Duration
+	var timeout, recheck, lease, unknownWait *time.Duration
 	var concurrency *int
 	var mux idempotent.Mux
+	// Set from --unknown-order-wait in Setup, before the consumer starts.
+	checks := &paymentconsumer.Checks{}
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
 		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
@@ -43,7 +47,7 @@ func run(ctx context.Context, args []string) error {
 		Types:  append(append(append([]contract.Type{}, paymentconsumer.Types...), repair.Types...), paymentconsumer.HoldTypes...),
 		// The handlers are registered in Setup, which has the service's
 		// outbox writer, before the consumer starts.
-		BatchHandler: paymentconsumer.BatchHandler(&mux), Migrate: migrate,
+		BatchHandler: paymentconsumer.BatchHandler(&mux, checks), Migrate: migrate,
 		// Every provider answer (up to --provider-concurrency at once) and
 		// every webhook records itself in a transaction of its own; with
 		// the default 16 they queued for connections behind each other.
@@ -59,13 +63,19 @@ func run(ctx context.Context, args []string) error {
 				"how long a claimed payment or hold command is left to one attempt (must exceed --provider-timeout)")
 			concurrency = fs.Int("provider-concurrency", "PROVIDER_CONCURRENCY", 64,
 				"provider calls in flight (each waits out the provider's answer, so the charge rate is about this divided by the provider's latency)")
+			unknownWait = fs.Duration("unknown-order-wait", "", paymentconsumer.DefaultUnknownOrderWait,
+				"how long a reservation waits for its order.created before it is refused as unknown_order (0: refuse at once)")
 		},
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
 			// The saga's events plus the reconciler's repair commands,
 			// which resolve their findings in the consumer's transaction.
-			paymentconsumer.Register(&mux)
+			checks.UnknownOrderWait = *unknownWait
+			paymentconsumer.Register(&mux, checks)
 			paymentconsumer.RegisterHolds(&mux)
 			repair.Register(&mux, env.Outbox)
+			if err := contradiction.RegisterMetrics(env.Ops.Registry); err != nil {
+				return nil, err
+			}
 			if err := kit.Require("provider-api-key", *apiKey, "webhook-secret", *secret); err != nil {
 				return nil, kit.UsageError{Err: err}
 			}
@@ -91,7 +101,7 @@ func run(ctx context.Context, args []string) error {
 			// moved a hold may unblock a command waiting for it.
 			wh.AfterApply = func() { ch.Nudge(); hl.Nudge() }
 			wh.Register(env.API)
-			return []func(context.Context) error{ch.Run, hl.Run}, nil
+			return []func(context.Context) error{ch.Run, hl.Run, paymentconsumer.SweepUnknownOrders(env.Pool, checks, env.Log)}, nil
 		},
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/proc"
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/providersim"
 	"github.com/concordhq/concord/services/shipping/carriersim"
@@ -65,6 +66,10 @@ type saga struct {
 	env                        map[string][]string
 	logs                       string
 	stocked                    *stocked
+	// writer and kafka produce events straight to the deployment's
+	// topics, as a service's relay would (see produce).
+	writer outbox.Writer
+	kafka  *testkit.Kafka
 }
 
 type opts struct {
@@ -79,6 +84,9 @@ type opts struct {
 	// Stripe's 7 days).
 	clock      providersim.Clock
 	holdExpiry time.Duration
+	// unknownOrderWait is payment-svc's --unknown-order-wait (default
+	// its own, 2m).
+	unknownOrderWait time.Duration
 }
 
 func newSaga(t *testing.T, o opts) *saga {
@@ -90,7 +98,7 @@ func newSaga(t *testing.T, o opts) *saga {
 	k := testkit.NewKafka(t)
 	prefix := testkit.UniqueName(t, "saga") + "."
 	s := &saga{t: t, procs: map[string]*proc.Process{}, env: map[string][]string{}, logs: t.TempDir(),
-		stocked: &stocked{units: map[string]int64{}}}
+		stocked: &stocked{units: map[string]int64{}}, writer: outbox.Writer{TopicPrefix: prefix}, kafka: k}
 	services := []string{"order-svc", "inventory-svc", "payment-svc"}
 	if o.orchestrated {
 		services = append(services, "shipping-svc", "orchestrator")
@@ -126,6 +134,9 @@ func newSaga(t *testing.T, o opts) *saga {
 		"inventory-svc": {"CONCORD_DATABASE_URL=" + dbs["inventory-svc"]},
 		"payment-svc": {"CONCORD_DATABASE_URL=" + dbs["payment-svc"], "CONCORD_PROVIDER_URL=" + ts.URL, "CONCORD_PROVIDER_API_KEY=" + apiKey,
 			"CONCORD_WEBHOOK_SECRET=" + secret, "CONCORD_RECHECK_PENDING_AFTER=" + o.recheck.String(), "CONCORD_PROVIDER_TIMEOUT=2s", "CONCORD_CHARGE_LEASE=3s"},
+	}
+	if o.unknownOrderWait != 0 {
+		extras["payment-svc"] = append(extras["payment-svc"], "CONCORD_UNKNOWN_ORDER_WAIT="+o.unknownOrderWait.String())
 	}
 	if o.orchestrated {
 		s.carrier, err = carriersim.New(carriersim.Config{Faults: o.carrierFaults, Admin: true})

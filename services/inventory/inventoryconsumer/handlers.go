@@ -19,10 +19,13 @@ var Topics = []string{contract.TypeOrderCreated.Topic(), contract.TypePaymentPro
 
 // Types the inventory service acts on. Choreographed: order.created
 // reserves; payment.processed commits; payment.failed and order.cancelled
-// release. Orchestrated: inventory.reserve_stock reserves and
+// release; order.confirmed notes the confirmation, after which the
+// order's stock is never released. Each choreographed event but
+// order.created is checked against the order's reservation first
+// (inventory.Check). Orchestrated: inventory.reserve_stock reserves and
 // inventory.release_stock releases, each answered with saga.step_replied;
 // saga.finished COMPLETED commits.
-var Types = []contract.Type{contract.TypeOrderCreated, contract.TypePaymentProcessed,
+var Types = []contract.Type{contract.TypeOrderCreated, contract.TypeOrderConfirmed, contract.TypePaymentProcessed,
 	contract.TypePaymentFailed, contract.TypeOrderCancelled,
 	contract.TypeInventoryReserveStock, contract.TypeInventoryReleaseStock, contract.TypeSagaFinished}
 
@@ -31,6 +34,7 @@ var Types = []contract.Type{contract.TypeOrderCreated, contract.TypePaymentProce
 // failure of that event.
 func opOf(ev idempotent.Event) (op inventorystore.Op, ok bool, err error) {
 	var orderID string
+	var check inventory.Event
 	switch ev.Type() {
 	case contract.TypeOrderCreated:
 		d, err := idempotent.Decode[contract.OrderCreatedV3](ev)
@@ -49,19 +53,25 @@ func opOf(ev idempotent.Event) (op inventorystore.Op, ok bool, err error) {
 		if err != nil {
 			return op, false, err
 		}
-		orderID, op.Action = d.OrderID, inventory.Commit
+		orderID, op.Action, check = d.OrderID, inventory.Commit, inventory.PaymentProcessed
 	case contract.TypePaymentFailed:
 		d, err := idempotent.Decode[contract.PaymentFailedV1](ev)
 		if err != nil {
 			return op, false, err
 		}
-		orderID, op.Action, op.Reason = d.OrderID, inventory.Release, inventorystore.ReasonPaymentDeclined
+		orderID, op.Action, op.Reason, check = d.OrderID, inventory.Release, inventorystore.ReasonPaymentDeclined, inventory.PaymentFailed
 	case contract.TypeOrderCancelled:
 		d, err := idempotent.Decode[contract.OrderCancelledV1](ev)
 		if err != nil {
 			return op, false, err
 		}
-		orderID, op.Action, op.Reason = d.OrderID, inventory.Release, inventorystore.ReasonOrderCancelled
+		orderID, op.Action, op.Reason, check = d.OrderID, inventory.Release, inventorystore.ReasonOrderCancelled, inventory.OrderCancelled
+	case contract.TypeOrderConfirmed:
+		d, err := idempotent.Decode[contract.OrderConfirmedV1](ev)
+		if err != nil {
+			return op, false, err
+		}
+		orderID, check = d.OrderID, inventory.OrderConfirmed
 	case contract.TypeInventoryReserveStock:
 		d, err := idempotent.Decode[contract.InventoryReserveStockV1](ev)
 		if err != nil {
@@ -93,6 +103,9 @@ func opOf(ev idempotent.Event) (op inventorystore.Op, ok bool, err error) {
 		return op, false, nil
 	}
 	op.OrderID, op.CausationID = orderID, ev.EventID
+	if check != "" {
+		op.Check, op.Data = check, ev.Data
+	}
 	return op, true, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
 	"github.com/concordhq/concord/schemas/contract"
+	"github.com/concordhq/concord/services/internal/contradiction"
 	"github.com/concordhq/concord/services/inventory"
 )
 
@@ -117,6 +118,13 @@ func Apply(ctx context.Context, tx pgx.Tx, events outbox.Emitter, orderID string
 // otherwise Action (commit or release) on OrderID's reservation, with the
 // release's Reason.
 //
+// Check names the choreographed event the op comes from (order.confirmed,
+// payment.processed, payment.failed, order.cancelled): before it moves
+// stock it is checked against what the service knows of the order
+// (inventory.Check), and one that contradicts it moves nothing and is
+// recorded in refused_events with its reason (Data is the event's data).
+// order.confirmed has no Action: it only notes the confirmation.
+//
 // Command is set for the orchestrated saga's commands (reserve_stock,
 // release_stock): the op then answers with saga.step_replied instead of
 // the choreographed events (inventory.reserved, rejected, released), which
@@ -128,7 +136,12 @@ type Op struct {
 	Reason      string
 	CausationID string
 	Command     *SagaCommand
+	Check       inventory.Event
+	Data        json.RawMessage
 }
+
+// Service is the service label of the refusals the store records.
+const Service = "inventory-svc"
 
 // SagaCommand is the orchestrated saga's command an Op applies.
 type SagaCommand struct {
@@ -173,8 +186,10 @@ type reservation struct {
 	reason  string // the latest non-empty reason set in this batch
 	sagaKey string // the saga command that created it, if any
 	sagaCmd string // and that command's event id
-	isNew   bool   // inserted at the end of the batch
-	dirty   bool   // an existing row whose status changed
+	// confirmed: order-svc confirmed the order (order.confirmed).
+	confirmed bool
+	isNew     bool // inserted at the end of the batch
+	dirty     bool // an existing row whose status changed
 }
 
 // ApplyBatch applies ops in order inside tx and emits their events
@@ -218,20 +233,22 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 	// Lock the existing reservations; q.oid keeps the caller's spelling of
 	// the order id, so the map lookups below match it.
 	byOrder := make(map[string]*reservation, len(orderIDs))
-	rows, err := tx.Query(ctx, `select q.oid, r.id::text, r.status, r.lines, coalesce(r.reason, ''), coalesce(r.saga_command_id, '')
+	rows, err := tx.Query(ctx, `select q.oid, r.id::text, r.status, r.lines, coalesce(r.reason, ''), coalesce(r.saga_key, ''),
+			coalesce(r.saga_command_id, ''), r.order_confirmed
 		from unnest($1::text[]) as q(oid) join reservations r on r.order_id = q.oid::uuid
 		order by r.order_id for update of r`, orderIDs)
 	if err != nil {
 		return nil, fmt.Errorf("lock reservations of %d orders: %w", len(orderIDs), err)
 	}
 	for rows.Next() {
-		var oid, id, st, reason, sagaCmd string
+		var oid, id, st, reason, sagaKey, sagaCmd string
 		var linesJSON []byte
-		if err := rows.Scan(&oid, &id, &st, &linesJSON, &reason, &sagaCmd); err != nil {
+		var confirmed bool
+		if err := rows.Scan(&oid, &id, &st, &linesJSON, &reason, &sagaKey, &sagaCmd, &confirmed); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read reservations: %w", err)
 		}
-		res := &reservation{id: id, status: inventory.Status(st), reason: reason, sagaCmd: sagaCmd}
+		res := &reservation{id: id, status: inventory.Status(st), reason: reason, sagaKey: sagaKey, sagaCmd: sagaCmd, confirmed: confirmed}
 		if err := json.Unmarshal(linesJSON, &res.lines); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("reservation %s lines: %w", id, err)
@@ -272,6 +289,7 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 	var created []*reservation
 	var createdOrders []string
 	var outcomes []string // for the reservations counter
+	var refusals []contradiction.Refusal
 	for i, op := range ops {
 		if op.Reserve != nil {
 			r := op.Reserve
@@ -330,6 +348,28 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 			continue
 		}
 		res, ok := byOrder[op.OrderID]
+		if op.Command == nil && op.Check != "" {
+			// A choreographed event: check it against what is known of
+			// the order before it moves anything.
+			k := inventory.Known{Reserved: ok}
+			if ok {
+				k.Status, k.Confirmed, k.Orchestrated = res.status, res.confirmed, res.sagaKey != "" || res.sagaCmd != ""
+			}
+			if reason, bad := inventory.Check(k, op.Check); bad {
+				refusals = append(refusals, contradiction.Refusal{Service: Service, EventID: op.CausationID, EventType: string(op.Check),
+					OrderID: op.OrderID, Reason: reason, Detail: refusalDetail(k, op.Check), Data: op.Data})
+				continue
+			}
+			if op.Check == inventory.OrderConfirmed {
+				if ok && !res.confirmed {
+					res.confirmed = true
+					if !res.isNew {
+						res.dirty = true
+					}
+				}
+				continue
+			}
+		}
 		if !ok && op.Command != nil && op.Action == inventory.Release {
 			// Released before reserved: a tombstone refuses the late
 			// reservation.
@@ -386,6 +426,9 @@ func ApplyBatch(ctx context.Context, tx pgx.Tx, events outbox.Emitter, ops []Op)
 	if err := writeBatch(ctx, tx, before, ledger, created, createdOrders, byOrder); err != nil {
 		return nil, err
 	}
+	if err := contradiction.Record(ctx, tx, refusals...); err != nil {
+		return nil, err
+	}
 	countOutcomes(outcomes)
 	return out, nil
 }
@@ -440,25 +483,30 @@ func writeBatch(ctx context.Context, tx pgx.Tx, before, after inventory.Ledger, 
 		n := len(created)
 		ids, statuses, lines, reasons, keys, cmds := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
 			make([]string, n)
+		confirmed := make([]bool, n)
 		for i, res := range created {
 			lj, _ := json.Marshal(res.lines)
 			ids[i], statuses[i], lines[i], reasons[i], keys[i], cmds[i] = res.id, string(res.status), string(lj), res.reason, res.sagaKey, res.sagaCmd
+			confirmed[i] = res.confirmed
 		}
-		b.Queue(`insert into reservations (id, order_id, status, lines, reason, saga_key, saga_command_id)
-			select u.id::uuid, u.oid::uuid, u.st, u.ln::jsonb, nullif(u.rs, ''), nullif(u.k, ''), nullif(u.c, '')
-			from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-				with ordinality as u(id, oid, st, ln, rs, k, c, n) order by u.n`,
-			ids, createdOrders, statuses, lines, reasons, keys, cmds)
+		b.Queue(`insert into reservations (id, order_id, status, lines, reason, saga_key, saga_command_id, order_confirmed)
+			select u.id::uuid, u.oid::uuid, u.st, u.ln::jsonb, nullif(u.rs, ''), nullif(u.k, ''), nullif(u.c, ''), u.conf
+			from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bool[])
+				with ordinality as u(id, oid, st, ln, rs, k, c, conf, n) order by u.n`,
+			ids, createdOrders, statuses, lines, reasons, keys, cmds, confirmed)
 	}
 	var ids, statuses, reasons []string
+	var confirmed []bool
 	for _, res := range byOrder {
 		if res.dirty {
 			ids, statuses, reasons = append(ids, res.id), append(statuses, string(res.status)), append(reasons, res.reason)
+			confirmed = append(confirmed, res.confirmed)
 		}
 	}
 	if len(ids) > 0 {
-		b.Queue(`update reservations r set status = u.st, reason = coalesce(nullif(u.rs, ''), r.reason), updated_at = now()
-			from unnest($1::text[], $2::text[], $3::text[]) as u(id, st, rs) where r.id = u.id::uuid`, ids, statuses, reasons)
+		b.Queue(`update reservations r set status = u.st, reason = coalesce(nullif(u.rs, ''), r.reason), order_confirmed = u.conf, updated_at = now()
+			from unnest($1::text[], $2::text[], $3::text[], $4::bool[]) as u(id, st, rs, conf) where r.id = u.id::uuid`,
+			ids, statuses, reasons, confirmed)
 	}
 	if b.Len() == 0 {
 		return nil
@@ -475,4 +523,19 @@ func writeBatch(ctx context.Context, tx pgx.Tx, before, after inventory.Ledger, 
 		}
 	}
 	return br.Close()
+}
+
+// refusalDetail says what a refused event contradicted.
+func refusalDetail(k inventory.Known, e inventory.Event) string {
+	if !k.Reserved {
+		return fmt.Sprintf("%s for an order inventory-svc holds no reservation for (no order.created seen)", e)
+	}
+	what := fmt.Sprintf("reservation %s", k.Status)
+	if k.Confirmed {
+		what += ", order confirmed"
+	}
+	if k.Orchestrated {
+		what += ", made by the orchestrated saga"
+	}
+	return fmt.Sprintf("%s for an order whose %s: no stock moved", e, what)
 }

@@ -85,10 +85,10 @@ func TestHoldCommandsOverKafkaGetOneEffectAndTheirRepliesOnSagaReplies(t *testin
 		run("relay", relay.Run)
 	}
 	var mux idempotent.Mux
-	paymentconsumer.Register(&mux)
+	paymentconsumer.Register(&mux, nil)
 	paymentconsumer.RegisterHolds(&mux)
 	consumer, err := idempotent.NewRunner(idempotent.Config{Group: testkit.UniqueName(t, "payment-svc"), Topics: []string{commandsTopic},
-		Pool: payments, Kafka: kcfg, BatchHandler: paymentconsumer.BatchHandler(&mux), Types: mux.Types(), Outbox: events})
+		Pool: payments, Kafka: kcfg, BatchHandler: paymentconsumer.BatchHandler(&mux, nil), Types: mux.Types(), Outbox: events})
 	if err != nil {
 		t.Fatal(err)
 	}
