@@ -40,6 +40,9 @@ type Snapshot struct {
 	Sagas     []SagaRun
 	Holds     []Hold
 	Shipments []Shipment
+	// Refused are the events payment-svc and inventory-svc refused as
+	// contradicting what they know (refused_events).
+	Refused []Refused
 	// Provider maps an order id (the metadata every payment carries) to
 	// the payments the provider holds for it.
 	Provider map[string][]ProviderPayment
@@ -92,6 +95,14 @@ type Event struct {
 type ProviderPayment struct {
 	ID     string
 	Status paymentprovider.Status
+}
+
+// Refused is one event a state-checked consumer refused.
+type Refused struct {
+	Service   string
+	EventType string
+	OrderID   string
+	Reason    string
 }
 
 // Violation is one thing that breaks a check: the order, SKU, payment or
@@ -147,11 +158,24 @@ func Saga(s Snapshot, bound time.Duration, stocked map[string]int64) []Result {
 		CancelledWithoutCharge(s),
 		StockConserved(s, stocked),
 		AppliedOnce(s),
+		NothingRefused(s),
 	}
 	if len(s.Sagas) > 0 || orchestratedOrders(s) > 0 {
 		rs = append(rs, Orchestrated(s)...)
 	}
 	return rs
+}
+
+// NothingRefused checks that no consumer refused an event as contradicting
+// what it knows. The saga's own events never contradict each other, so in a
+// deployment nobody forges events into, a refusal is a state check that
+// refused the truth.
+func NothingRefused(s Snapshot) Result {
+	r := Result{Check: "no event refused by a state check", Summary: fmt.Sprintf("%d refused", len(s.Refused))}
+	for _, e := range s.Refused {
+		r.Violations = append(r.Violations, Violation{e.Service + " " + e.OrderID, fmt.Sprintf("%s refused: %s", e.EventType, e.Reason)})
+	}
+	return r
 }
 
 // Reconciliation runs the reconciler's checks: every repairable drift

@@ -234,6 +234,9 @@ func TestEachCheckFindsItsViolation(t *testing.T) {
 		{"two provider payments for an orchestrated order", "confirmed ⇔", "o5", "2 provider payments", func(s *audit.Snapshot, _ map[string]int64) {
 			s.Provider["o5"] = append(s.Provider["o5"], audit.ProviderPayment{ID: "pi_5b", Status: paymentprovider.StatusCanceled})
 		}},
+		{"a genuine event refused", "no event refused", "payment-svc o1", "order.cancelled refused: order_confirmed", func(s *audit.Snapshot, _ map[string]int64) {
+			s.Refused = append(s.Refused, audit.Refused{Service: "payment-svc", EventType: "order.cancelled", OrderID: "o1", Reason: "order_confirmed"})
+		}},
 		{"a repairable finding left open", "every repairable drift healed", "finding 8", "still open", func(s *audit.Snapshot, _ map[string]int64) {
 			s.Findings = append(s.Findings, reconciler.Finding{ID: 8, PaymentID: 1, Kind: reconciler.KindMissedSuccess, Verdict: reconciler.Repairable})
 		}},

@@ -83,6 +83,17 @@ func Read(ctx context.Context, src Sources) (audit.Snapshot, error) {
 		pool    *pgxpool.Pool
 	}
 	outboxes := []outbox{{"order-svc", src.Orders}, {"inventory-svc", src.Inventory}, {"payment-svc", src.Payments}}
+	for _, db := range []struct {
+		service string
+		pool    *pgxpool.Pool
+	}{{"payment-svc", src.Payments}, {"inventory-svc", src.Inventory}} {
+		read(db.service+" refused events", func() error {
+			rs, e := rows(ctx, db.pool, `select $1::text, event_type, order_id, reason from refused_events order by id`,
+				pgx.RowToStructByPos[audit.Refused], db.service)
+			s.Refused = append(s.Refused, rs...)
+			return e
+		})
+	}
 	if src.Orchestrator != nil {
 		read("sagas", func() (e error) {
 			s.Sagas, e = rows(ctx, src.Orchestrator, `select e.saga_id, e.order_id, e.status, v.id is not null
