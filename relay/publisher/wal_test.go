@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
@@ -20,9 +21,22 @@ import (
 )
 
 // startWAL runs an in-process WAL relay on a fresh slot and publication
-// until the test ends; the slot is dropped afterwards so the shared server
-// does not keep WAL for it.
+// until the test ends, and waits until it streams; the slot is dropped
+// afterwards so the shared server does not keep WAL for it.
 func startWAL(t *testing.T, pool *pgxpool.Pool, cfg publisher.WALConfig) *publisher.WALRelay {
+	t.Helper()
+	w := runWAL(t, pool, cfg)
+	relaytest.WaitFor(t, 30*time.Second, "WAL relay streaming", func() error {
+		if !w.Streaming() {
+			return errors.New("not streaming yet")
+		}
+		return nil
+	})
+	return w
+}
+
+// runWAL is startWAL without waiting for the stream.
+func runWAL(t *testing.T, pool *pgxpool.Pool, cfg publisher.WALConfig) *publisher.WALRelay {
 	t.Helper()
 	cfg.Pool = pool
 	if cfg.Slot == "" {
@@ -48,12 +62,6 @@ func startWAL(t *testing.T, pool *pgxpool.Pool, cfg publisher.WALConfig) *publis
 		if err := <-done; err != nil {
 			t.Errorf("WAL relay run: %v", err)
 		}
-	})
-	relaytest.WaitFor(t, 30*time.Second, "WAL relay streaming", func() error {
-		if !w.Streaming() {
-			return errors.New("not streaming yet")
-		}
-		return nil
 	})
 	return w
 }
@@ -226,6 +234,97 @@ func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey
 	// The key flows through the stream again.
 	appendSeq(poison, 5, 0)
 	check.WaitAll([]string{poison}, 5, 30*time.Second)
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+// receivedRows is concord_relay_wal_received_rows_total in reg.
+func receivedRows(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "concord_relay_wal_received_rows_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("concord_relay_wal_received_rows_total not registered")
+	return 0
+}
+
+// The walsender holds a new slot (pg_replication_slots.active) while
+// CREATE_REPLICATION_SLOT waits for the transactions running on the server
+// to end; rows committed meanwhile precede the slot's consistent point and
+// are not in its stream. The relay is not streaming (nor ready) then, and
+// publishes those rows from the table without counting them as received.
+// A busy server stretches that wait to seconds: tests that took the slot's
+// active flag for "streaming" appended their first rows in it.
+func TestWALRelayIsNotStreamingWhileItsNewSlotWaitsForAConsistentPoint(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pg := testkit.NewPrivatePostgres(t) // the open transaction below would hold up every slot created on the shared server
+	pool := migrated(t, testkit.Pool(t, pg.URL))
+	wr, topic := relaytest.WALTopic(t, k, 2, nil)
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "select pg_current_xact_id()"); err != nil { // a transaction with an xid
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	slot := testkit.UniqueName(t, "slot")
+	w := runWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Registerer: reg},
+		Slot: slot, Publication: testkit.UniqueName(t, "pub")})
+	relaytest.WaitFor(t, 30*time.Second, "the relay's walsender holding its new slot", func() error {
+		if relaytest.Count(t, pool, "select count(*) from pg_replication_slots where slot_name = $1 and active", slot) != 1 {
+			return fmt.Errorf("slot %s not active", slot)
+		}
+		return nil
+	})
+	keys := relaytest.Keys(5)
+	for _, key := range keys {
+		if _, err := relaytest.TryAppendWith(pool, wr, key, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for end := time.Now().Add(time.Second); time.Now().Before(end); <-time.After(50 * time.Millisecond) {
+		if w.Streaming() {
+			t.Fatal("the relay streams while its slot waits for a consistent point")
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.WaitFor(t, 30*time.Second, "WAL relay streaming", func() error {
+		if !w.Streaming() {
+			return errors.New("not streaming yet")
+		}
+		return nil
+	})
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(keys, 1, 60*time.Second)
+	if n := receivedRows(t, reg); n != 0 {
+		t.Fatalf("%v rows committed before the slot's consistent point decoded from its stream; want 0 (they are published from the table)", n)
+	}
+
+	for _, key := range keys {
+		if _, err := relaytest.TryAppendWith(pool, wr, key, 2, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check.WaitAll(keys, 2, 30*time.Second)
+	relaytest.WaitFor(t, 10*time.Second, "the rows appended while streaming decoded from the stream", func() error {
+		if n := receivedRows(t, reg); n != 5 {
+			return fmt.Errorf("%v of 5 rows decoded", n)
+		}
+		return nil
+	})
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/relay/internal/relaytest"
 )
 
@@ -21,6 +22,23 @@ func walArgs(t *testing.T, url string) (slot string, args []string) {
 		"--slot-retry", "200ms", "--backoff-min", "50ms", "--backoff-max", "1s"}
 }
 
+// waitStreaming waits until relay p answers /readyz, which a WAL relay
+// does once START_REPLICATION succeeded, and returns its ops address. The
+// slot's active flag is not that sign: the walsender holds the slot while
+// CREATE_REPLICATION_SLOT waits for a consistent point (seconds on a busy
+// server, as it waits for the transactions running there), and rows
+// committed before that point are not in the stream: the relay publishes
+// them from the table, and concord_relay_wal_received_rows_total does not
+// count them.
+func waitStreaming(t *testing.T, p *proc.Process) string {
+	t.Helper()
+	addr := relaytest.HTTPAddr(t, p, 10*time.Second)
+	if err := p.WaitReady(context.Background(), "http://"+addr+"/readyz", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
 // activePID is the walsender's pid of the slot's streaming instance, 0 when
 // no instance streams from it.
 func activePID(t *testing.T, count func(q string, args ...any) int, slot string) int {
@@ -32,15 +50,10 @@ func TestWALRelayKilledMidStreamThenRestartedLosesNothingAndKeepsKeyOrder(t *tes
 	url, count := newOutbox(t)
 	pool := testkit.Pool(t, url)
 	topic := k.CreateTopic(t, "walkill9", 4)
-	slot, args := walArgs(t, url)
+	_, args := walArgs(t, url)
 
 	first := relaytest.StartRelay(t, "relay-1", url, k.Brokers, args...)
-	relaytest.WaitFor(t, 30*time.Second, "relay-1 streaming", func() error {
-		if activePID(t, count, slot) == 0 {
-			return fmt.Errorf("slot %s not active", slot)
-		}
-		return nil
-	})
+	waitStreaming(t, first)
 	keys := relaytest.Keys(100)
 	const perKey = 100
 	relaytest.FillChunked(t, pool, topic, keys, perKey, 200, 500) // 20 transactions
@@ -80,13 +93,11 @@ func TestWALRelayStandbyTakesTheSlotWithinSecondsWhenTheActiveOneDies(t *testing
 	slot, args := walArgs(t, url)
 
 	a := relaytest.StartRelay(t, "relay-a", url, k.Brokers, args...)
-	var pidA int
-	relaytest.WaitFor(t, 30*time.Second, "relay-a streaming", func() error {
-		if pidA = activePID(t, count, slot); pidA == 0 {
-			return fmt.Errorf("slot %s not active", slot)
-		}
-		return nil
-	})
+	waitStreaming(t, a)
+	pidA := activePID(t, count, slot)
+	if pidA == 0 {
+		t.Fatalf("relay-a is ready but slot %s is not active", slot)
+	}
 	b := relaytest.StartRelay(t, "relay-b", url, k.Brokers, args...)
 	// The slot is exclusive: b keeps asking and is refused while a lives.
 	if err := b.WaitFor(context.Background(), 30*time.Second, "relay-b refused the slot", func(context.Context) error {
@@ -137,12 +148,9 @@ func TestWALRelayKilledWhileTheBrokerIsDownConfirmsNothingUnacknowledgedAndLoses
 	args = append(args, "--delivery-timeout", "2m")
 
 	first := relaytest.StartRelay(t, "relay-1", url, k.Brokers, args...)
-	relaytest.WaitFor(t, 30*time.Second, "relay-1 streaming", func() error {
-		if activePID(t, count, slot) == 0 {
-			return fmt.Errorf("slot %s not active", slot)
-		}
-		return nil
-	})
+	// Streaming, not just holding the slot: the first five rows must come
+	// through the stream for the count below to reach 25.
+	addr := waitStreaming(t, first)
 	keys := relaytest.Keys(5)
 	for _, key := range keys {
 		if _, err := relaytest.TryAppendWith(pool, wr, key, 1, 0); err != nil {
@@ -179,7 +187,6 @@ func TestWALRelayKilledWhileTheBrokerIsDownConfirmsNothingUnacknowledgedAndLoses
 		}
 		return nil
 	})
-	addr := relaytest.HTTPAddr(t, first, 10*time.Second)
 	relaytest.WaitFor(t, 30*time.Second, "the relay decoded the rows appended while the broker is down", func() error {
 		m, err := scrape("http://" + addr + "/metrics")
 		if err != nil {
