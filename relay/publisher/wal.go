@@ -788,8 +788,12 @@ func (w *WALRelay) sweepBlocked(ctx context.Context, s *walSession) error {
 }
 
 // drainPending publishes, in id order, every pending row up to id upTo of
-// keys that are not blocked, synchronously: the rows committed before the
-// slot existed.
+// keys that are not blocked: the rows committed before the slot existed.
+// As in the stream, a row is marked published only once Kafka acknowledged
+// it, and a row the size check refuses counts an attempt before anything
+// after it is produced (and is parked, blocking its key, once its attempts
+// ran out). A failed record ends the drain with its error; the drain is not
+// recorded as done, so the next session drains again.
 func (w *WALRelay) drainPending(ctx context.Context, s *walSession, upTo int64) error {
 	var last int64
 	for {
@@ -817,20 +821,78 @@ func (w *WALRelay) drainPending(ctx context.Context, s *walSession, upTo int64) 
 		if len(list) == 0 {
 			return nil
 		}
-		var ids []int64
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			acked   []row
+			failed  row
+			ferr    error
+			refused error
+		)
 		for _, rw := range list {
 			last = rw.id
-			if _, ok := s.blocked[rw.key]; ok {
+			s.mu.Lock()
+			_, blocked := s.blocked[rw.key]
+			if blocked {
+				s.blocked[rw.key] = max(s.blocked[rw.key], rw.id) // left pending; the sweep publishes it once the key flows
+			}
+			s.mu.Unlock()
+			if blocked {
 				continue
 			}
-			ids = append(ids, rw.id)
-			w.client.Produce(ctx, w.record(rw), nil)
+			if err := w.tooLarge(ctx, rw); err != nil {
+				if err := w.fail(ctx, s, rw, err); err != nil {
+					refused = err
+					break
+				}
+				continue // parked: its key is blocked from here on
+			}
+			wg.Add(1)
+			w.client.Produce(ctx, w.record(rw), func(_ *kgo.Record, err error) {
+				defer wg.Done()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					if ferr == nil {
+						failed = rw
+						ferr = fmt.Errorf("produce event %s (%s) to topic %s, key %s: %w", rw.eventID, rw.eventType, rw.topic, rw.key, err)
+					}
+					return
+				}
+				acked = append(acked, rw)
+			})
 		}
-		if err := w.client.Flush(ctx); err != nil {
-			return err
+		answered := make(chan struct{})
+		go func() { wg.Wait(); close(answered) }()
+		select {
+		case <-answered:
+		case <-ctx.Done():
+			return ctx.Err() // nothing marked: the next start drains these rows again
 		}
-		if _, err := w.cfg.Pool.Exec(ctx, markPublished, ids); err != nil {
-			return err
+		if len(acked) > 0 {
+			ids := make([]int64, len(acked))
+			for i, rw := range acked {
+				ids[i] = rw.id
+			}
+			if _, err := w.cfg.Pool.Exec(ctx, markPublished, ids); err != nil {
+				return fmt.Errorf("mark %d rows published: %w", len(ids), err)
+			}
+			for _, rw := range acked {
+				w.m.published.WithLabelValues(rw.topic).Inc()
+			}
+		}
+		if refused != nil {
+			return refused
+		}
+		if ferr != nil {
+			if Refused(ferr) {
+				if err := w.fail(ctx, s, failed, ferr); err != nil {
+					return err
+				}
+			} else {
+				w.m.failures.WithLabelValues(failed.topic, failureKind(ferr)).Inc()
+			}
+			return ferr
 		}
 	}
 }

@@ -239,6 +239,65 @@ func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey
 	}
 }
 
+func TestWALRelayParksARefusedRowPendingBeforeItsSlotExistedAndMarksOnlyAcknowledgedRows(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := newPool(t)
+	limit := "4096"
+	wr, topic := relaytest.WALTopic(t, k, 2, map[string]*string{"max.message.bytes": &limit})
+	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
+	appendSeq := func(key string, seq, pad int) int64 {
+		t.Helper()
+		id, err := relaytest.TryAppendWith(pool, wr, key, seq, pad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// Every row predates the slot: the relay publishes them from the table.
+	appendSeq(poison, 1, 0)
+	bad := appendSeq(poison, 2, 8000) // over the topic's 4096 bytes
+	appendSeq(poison, 3, 0)
+	for seq := 1; seq <= 3; seq++ {
+		for _, key := range others {
+			appendSeq(key, seq, 0)
+		}
+	}
+	startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers},
+		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond}})
+
+	ctx := context.Background()
+	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check.WaitAll(others, 3, 60*time.Second)
+	relaytest.WaitFor(t, 30*time.Second, "the oversized row parked, not marked published", func() error {
+		if n := relaytest.Count(t, pool, "select count(*) from outbox where id = $1 and published_at is not null", bad); n != 0 {
+			return fmt.Errorf("row %d marked published though Kafka never acknowledged it", bad)
+		}
+		parked, err := outbox.Parked(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if len(parked) != 1 || parked[0].ID != bad {
+			return fmt.Errorf("parked rows %+v", parked)
+		}
+		if p := parked[0]; p.Attempts != 3 || !strings.Contains(p.LastError, "MESSAGE_TOO_LARGE") || p.Waiting != 1 {
+			return fmt.Errorf("parked row %+v: want 3 attempts, MESSAGE_TOO_LARGE, 1 row waiting", p)
+		}
+		return nil
+	})
+	check.Poll(time.Second)
+	if got := check.Seq(poison); got != 1 {
+		t.Fatalf("poison key reached seq %d while its seq 2 is parked; want 1", got)
+	}
+	if err := outbox.Skip(ctx, pool, bad, "too large for the topic"); err != nil {
+		t.Fatal(err)
+	}
+	check.Skipped(poison, 2)
+	check.WaitAll([]string{poison}, 3, 30*time.Second)
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
 // receivedRows is concord_relay_wal_received_rows_total in reg.
 func receivedRows(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
