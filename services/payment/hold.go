@@ -52,7 +52,10 @@ func holdRank(s HoldStatus) int {
 // provider answer, a webhook or a command's outcome says so. News older
 // than what we know (a reordered "authorized" after "captured") and moves
 // between two final statuses are refused; a capture can only follow an
-// authorization and a refund only a capture.
+// authorization. A refund follows a capture, possibly one not recorded
+// yet: a compensation that finds the intent captured by a capture attempt
+// still in flight refunds it, and the provider's word (refunded) wins over
+// the capture's answer that comes later.
 func HoldMoves(from, to HoldStatus) bool {
 	rf, rt := holdRank(from), holdRank(to)
 	if rf < 0 || rt < 0 || rt <= rf {
@@ -62,7 +65,7 @@ func HoldMoves(from, to HoldStatus) bool {
 	case HoldCaptured, HoldReleased, HoldExpired:
 		return from == HoldAuthorizing || from == HoldAuthorized
 	case HoldRefunded:
-		return from == HoldCaptured
+		return from == HoldCaptured || from == HoldAuthorized
 	case HoldVoid, HoldDeclined:
 		return from == HoldAuthorizing
 	}

@@ -18,6 +18,8 @@ func TestHoldMovesOnlyForward(t *testing.T) {
 		{payment.HoldAuthorized, payment.HoldReleased}:    true,
 		{payment.HoldAuthorized, payment.HoldExpired}:     true,
 		{payment.HoldCaptured, payment.HoldRefunded}:      true,
+		// captured by an attempt whose answer is not recorded yet
+		{payment.HoldAuthorized, payment.HoldRefunded}: true,
 	}
 	for _, from := range payment.HoldStatuses {
 		for _, to := range payment.HoldStatuses {

@@ -237,3 +237,32 @@ func TestHoldExpiredBeforeCaptureRepliesFailed(t *testing.T) {
 		t.Fatalf("%d cancel calls for an expired hold, want 0", n)
 	}
 }
+
+// A capture and the compensation that gives up on it can run at once: the
+// provider captures, and the cancel finds the intent captured and refunds
+// it before the capture's own answer is recorded. The hold must end
+// refunded, as the provider has it, and the capture recorded late must not
+// move it back.
+func TestACompensationThatOvertakesItsCaptureRefundsAndTheHoldEndsRefunded(t *testing.T) {
+	r := newRig(t, providersim.Config{}, 0)
+	saga := sagaID(t)
+	r.send(authorize(saga, 900, ""))
+	pi := r.reply(saga + ":reserve_credit").ProviderPaymentID
+	// The capture attempt whose answer is still on its way: executed at
+	// the provider, not yet recorded here.
+	if _, err := r.gw.Gateway.Capture(t.Context(), pi, 900, saga+":capture_payment"); err != nil {
+		t.Fatal(err)
+	}
+	r.send(cancelHold(saga, 900))
+	if c := r.reply(saga + ":reserve_credit_compensate"); c.Outcome != contract.SagaStepRepliedV1OutcomeSucceeded {
+		t.Fatalf("compensation of a hold captured meanwhile: %+v", c)
+	}
+	if h := r.hold(saga + ":reserve_credit"); h.Status != payment.HoldRefunded {
+		t.Fatalf("hold after the compensation refunded its capture: %s, want refunded", h.Status)
+	}
+	r.send(capture(saga, 900))
+	r.reply(saga + ":capture_payment")
+	if h := r.hold(saga + ":reserve_credit"); h.Status != payment.HoldRefunded {
+		t.Fatalf("hold after the late capture: %s, want refunded", h.Status)
+	}
+}

@@ -217,7 +217,7 @@ func changeHold(ctx context.Context, tx pgx.Tx, key string, c HoldCommand, ch Ho
 	if h.ProviderPaymentID == "" {
 		h.ProviderPaymentID = ch.ProviderPaymentID
 	}
-	if moved && ch.To == payment.HoldCaptured && ch.AmountCaptured > 0 {
+	if moved && ch.AmountCaptured > 0 && (ch.To == payment.HoldCaptured || ch.To == payment.HoldRefunded && h.AmountCaptured == 0) {
 		h.AmountCaptured = ch.AmountCaptured
 	}
 	if ch.RefundID != "" {
