@@ -325,3 +325,24 @@ func GoBuild(dir, out string, pkgs ...string) error {
 	}
 	return nil
 }
+
+// MainWithBinaries is the TestMain of tests that run the project's binaries
+// as processes: it builds pkgs (paths relative to the test's package) into
+// a temporary directory, sets *dir to it, runs the tests and removes it. A
+// failed build ends the test binary with its output.
+func MainWithBinaries(m *testing.M, dir *string, pkgs ...string) {
+	d, err := os.MkdirTemp("", "concord-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := GoBuild(".", d+"/", pkgs...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(d)
+		os.Exit(1)
+	}
+	*dir = d
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
+}

@@ -20,22 +20,11 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "chaostest-bin")
-	if err != nil {
-		panic(err)
-	}
 	var pkgs []string
 	for _, name := range binaries {
 		pkgs = append(pkgs, "../../cmd/"+name)
 	}
-	if err := proc.GoBuild(".", dir+"/", pkgs...); err != nil {
-		fmt.Fprintln(os.Stderr, "build:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	proc.MainWithBinaries(m, &binDir, pkgs...)
 }
 
 // binaries are the processes a chaos run starts.
@@ -58,7 +47,7 @@ type config struct {
 func configFromEnv(t *testing.T) config {
 	c := config{seed: 1, rate: 25, load: 30 * time.Second, kills: 2, pauses: 3, pauseFor: 5 * time.Second, maxTimedOut: 0.02}
 	if os.Getenv("CONCORD_CHAOS") == "full" {
-		c.full, c.rate, c.load = true, 50, 4*time.Minute
+		c.full, c.rate, c.load = true, 20, 4*time.Minute
 	}
 	if v := os.Getenv("CONCORD_CHAOS_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

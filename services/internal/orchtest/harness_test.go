@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,18 +32,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "orchtest-bin")
-	if err != nil {
-		panic(err)
-	}
-	if err := proc.GoBuild(".", dir+"/", "../../cmd/orchestrator", "../../cmd/order-svc", "../../cmd/inventory-svc"); err != nil {
-		fmt.Fprintln(os.Stderr, "build orchestrator:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	proc.MainWithBinaries(m, &binDir, "../../cmd/orchestrator", "../../cmd/order-svc", "../../cmd/inventory-svc")
 }
 
 // opts configure a deployment's orchestrators.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,19 +34,8 @@ const (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sagatest-bin")
-	if err != nil {
-		panic(err)
-	}
-	if err := proc.GoBuild(".", dir+"/", "../../cmd/order-svc", "../../cmd/inventory-svc", "../../cmd/payment-svc",
-		"../../cmd/shipping-svc", "../../cmd/orchestrator"); err != nil {
-		fmt.Fprintln(os.Stderr, "build services:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	proc.MainWithBinaries(m, &binDir, "../../cmd/order-svc", "../../cmd/inventory-svc", "../../cmd/payment-svc",
+		"../../cmd/shipping-svc", "../../cmd/orchestrator")
 }
 
 // saga is one running deployment: provider-sim in-process, three services
