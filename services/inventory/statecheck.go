@@ -1,17 +1,19 @@
 package inventory
 
+import "github.com/concordhq/concord/schemas/contract"
+
 // Event is a choreographed saga event the inventory service checks
 // against what it knows of the order before it moves stock on it. The
 // orchestrated saga's commands and saga.finished are not checked here:
 // the orchestrator answers for them (see inventorystore.Op).
-type Event string
+type Event = contract.Type
 
-// The events checked, named as the contract names their types.
+// The events checked.
 const (
-	OrderConfirmed   Event = "order.confirmed"   // notes the confirmation
-	PaymentProcessed Event = "payment.processed" // commits
-	PaymentFailed    Event = "payment.failed"    // releases
-	OrderCancelled   Event = "order.cancelled"   // releases
+	OrderConfirmed   = contract.TypeOrderConfirmed   // notes the confirmation
+	PaymentProcessed = contract.TypePaymentProcessed // commits
+	PaymentFailed    = contract.TypePaymentFailed    // releases
+	OrderCancelled   = contract.TypeOrderCancelled   // releases
 )
 
 // Known is what the inventory service knows of an order: an order is
