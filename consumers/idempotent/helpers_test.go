@@ -145,7 +145,7 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func kafkaConfig(k *testkit.Kafka) kit.KafkaConfig { return kit.KafkaConfig{Brokers: k.Brokers} }
+func kafkaConfig(k *testkit.Kafka) kit.KafkaConfig { return k.Config() }
 
 // eventually polls cond until it returns nil or the deadline passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {

@@ -49,13 +49,13 @@ func main() {
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		return Run(ctx, *dbURL, kf.Config().Brokers, fmt.Sprintf("roundtrip-%d.", time.Now().UnixNano()))
+		return Run(ctx, *dbURL, kf.Config(), fmt.Sprintf("roundtrip-%d.", time.Now().UnixNano()))
 	})
 }
 
 // Run does the four steps against the database at dbURL and the brokers,
 // on topics named prefix + the catalog's topic. It prints what happens.
-func Run(ctx context.Context, dbURL string, brokers []string, prefix string) error {
+func Run(ctx context.Context, dbURL string, kafka kit.KafkaConfig, prefix string) error {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return err
@@ -70,7 +70,6 @@ func Run(ctx context.Context, dbURL string, brokers []string, prefix string) err
 		create table if not exists shipments (order_id uuid primary key, event_id uuid not null)`); err != nil {
 		return err
 	}
-	kafka := kit.KafkaConfig{Brokers: brokers}
 	events := outbox.Writer{TopicPrefix: prefix}
 	topic := prefix + contract.TypeOrderCreated.Topic()
 	if err := createTopic(ctx, kafka, topic); err != nil {

@@ -15,7 +15,7 @@ func TestRoundTrip(t *testing.T) {
 	url := testkit.NewDatabase(t, testkit.PostgresURL(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := Run(ctx, url, k.Brokers, testkit.UniqueName(t, "roundtrip")+"."); err != nil {
+	if err := Run(ctx, url, k.Config(), testkit.UniqueName(t, "roundtrip")+"."); err != nil {
 		t.Fatal(err)
 	}
 }

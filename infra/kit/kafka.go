@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -64,6 +65,43 @@ func SplitBrokers(s string) []string {
 		}
 	}
 	return out
+}
+
+// KafkaConfigFromEnv reads the connection from the CONCORD_KAFKA_*
+// variables that the binaries' flags fall back to, for code that takes no
+// flags (tests, their helpers). A malformed CONCORD_KAFKA_TLS reads as off.
+func KafkaConfigFromEnv() KafkaConfig {
+	tlsOn, _ := strconv.ParseBool(os.Getenv("CONCORD_KAFKA_TLS"))
+	return KafkaConfig{
+		Brokers: SplitBrokers(os.Getenv("CONCORD_KAFKA_BROKERS")), TLS: tlsOn, TLSCAFile: os.Getenv("CONCORD_KAFKA_TLS_CA"),
+		SASLMechanism: os.Getenv("CONCORD_KAFKA_SASL_MECHANISM"),
+		SASLUser:      os.Getenv("CONCORD_KAFKA_SASL_USER"), SASLPassword: os.Getenv("CONCORD_KAFKA_SASL_PASSWORD"),
+	}
+}
+
+// Env is the connection as CONCORD_KAFKA_* variables for a child process.
+// Every variable is set, empty ones included, so a child never mixes this
+// connection with its parent's (a private plaintext broker with the shared
+// stack's TLS and SASL settings).
+func (c KafkaConfig) Env() []string {
+	return []string{
+		"CONCORD_KAFKA_BROKERS=" + strings.Join(c.Brokers, ","),
+		"CONCORD_KAFKA_TLS=" + strconv.FormatBool(c.TLS),
+		"CONCORD_KAFKA_TLS_CA=" + c.TLSCAFile,
+		"CONCORD_KAFKA_SASL_MECHANISM=" + c.SASLMechanism,
+		"CONCORD_KAFKA_SASL_USER=" + c.SASLUser,
+		"CONCORD_KAFKA_SASL_PASSWORD=" + c.SASLPassword,
+	}
+}
+
+// As is the same connection authenticated as another SASL principal (each
+// service has its own on an authenticated cluster). Without SASL it is c.
+func (c KafkaConfig) As(user, password string) KafkaConfig {
+	if c.SASLMechanism == "" {
+		return c
+	}
+	c.SASLUser, c.SASLPassword = user, password
+	return c
 }
 
 // Opts returns the franz-go options for the connection: seeds, TLS, SASL.

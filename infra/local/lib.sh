@@ -6,6 +6,9 @@ LOCAL=${CONCORD_LOCAL:-$ROOT/.local}
 PG_PORT=${CONCORD_PG_PORT:-55432}
 KAFKA_PORT=${CONCORD_KAFKA_PORT:-19092}
 KAFKA_CONTROLLER_PORT=${CONCORD_KAFKA_CONTROLLER_PORT:-19093}
+# The read-only plaintext listener for local tools (kcat, a browser of
+# topics); everything that writes uses the authenticated one on KAFKA_PORT.
+KAFKA_PLAINTEXT_PORT=${CONCORD_KAFKA_PLAINTEXT_PORT:-19094}
 KAFKA_HEAP=${CONCORD_KAFKA_HEAP:--Xms512m -Xmx1g}
 # The server runs as the postgres user, which must reach its data dir. When
 # the checkout sits somewhere that user cannot enter (a root-only temp dir),
@@ -24,6 +27,13 @@ KAFKA_DATA=$KAFKA_DIR/data
 KAFKA_LOGS=$KAFKA_DIR/logs
 KAFKA_PID=$KAFKA_DIR/kafka.pid
 KAFKA_LIBS=$LOCAL/cache/kafka-libs
+# The stack's CA, the broker's certificate and the principals' passwords
+# (mode 0600), made on the first start; admin.properties is the admin's
+# client configuration for Apache's tools (--command-config).
+KAFKA_TLS=$KAFKA_DIR/tls
+KAFKA_SECRETS=$KAFKA_DIR/secrets.env
+KAFKA_ADMIN_PROPERTIES=$KAFKA_TLS/admin.properties
+KAFKA_ADMIN_USER=concord-admin
 ENV_FILE=$LOCAL/stack.env
 DATABASES="orders inventory payments console"
 

@@ -14,14 +14,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	tckafka "github.com/testcontainers/testcontainers-go/modules/kafka"
+
+	"github.com/concordhq/concord/infra/kit"
 )
 
-// Kafka is a cluster tests can use. Kind says which: "env", "testcontainers"
-// or "kfake".
+// Kafka is a cluster tests can use. Kind says which: "env", "testcontainers",
+// "kfake" or "private".
 type Kafka struct {
 	Brokers []string
 	Kind    string
+	// security is the TLS and SASL part of the connection: the shared
+	// stack's authenticated listener as CONCORD_KAFKA_* give it; none for
+	// the fakes and the private brokers.
+	security kit.KafkaConfig
 }
+
+// Config is the connection to the cluster, its TLS and SASL included: what
+// a client built by the code under test needs.
+func (k *Kafka) Config() kit.KafkaConfig {
+	c := k.security
+	c.Brokers = k.Brokers
+	return c
+}
+
+// Env is the connection as CONCORD_KAFKA_* variables for a child process;
+// every one is set, so a child of a test on a private broker does not
+// inherit the shared stack's TLS and SASL settings.
+func (k *Kafka) Env() []string { return k.Config().Env() }
 
 var (
 	sharedOnce  sync.Once
@@ -67,7 +86,8 @@ func NewKafka(t testing.TB) *Kafka {
 		}
 		switch kind {
 		case "env":
-			sharedKafka = &Kafka{Brokers: splitList(BrokersFromEnv()), Kind: kind}
+			sec := kit.KafkaConfigFromEnv()
+			sharedKafka = &Kafka{Brokers: splitList(BrokersFromEnv()), Kind: kind, security: sec}
 		case "testcontainers":
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
@@ -122,7 +142,11 @@ func splitList(s string) []string {
 // Client returns a franz-go client for the cluster, closed when the test ends.
 func (k *Kafka) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, opts...)...)
+	base, err := k.Config().Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/internal/relaytest"
 	"github.com/concordhq/concord/relay/outbox"
@@ -87,9 +86,9 @@ func TestRelayPublishesEveryRowWithItsHeadersInPerKeyOrder(t *testing.T) {
 	topic := k.CreateTopic(t, "relay", 4)
 	keys := relaytest.Keys(50)
 	relaytest.Fill(t, pool, topic, keys, 20, 0)
-	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 8, BatchSize: 100})
+	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Shards: 8, BatchSize: 100})
 
-	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys, 20, 60*time.Second)
 	relaytest.WaitFor(t, 10*time.Second, "all rows marked published", func() error {
 		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
@@ -150,7 +149,7 @@ func TestRelayDrainsOnCancelWithoutLeavingAckedRowsUnmarked(t *testing.T) {
 	// must finish.
 	ctx, cancel := context.WithCancel(context.Background())
 	var once sync.Once
-	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, BatchSize: 200,
+	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: k.Config(), BatchSize: 200,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 		OnAck:  func(string, time.Time, time.Time) { once.Do(cancel) }})
 	if err != nil {
@@ -175,7 +174,7 @@ func TestRelayDrainsOnCancelWithoutLeavingAckedRowsUnmarked(t *testing.T) {
 		t.Fatal("the relay published everything before the cancel; the test proves nothing")
 	}
 	published := relaytest.Published(t, pool)
-	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check := relaytest.NewChecker(t, k, topic)
 	check.ReadToEnd(30 * time.Second)
 	seen := check.Seen()
 	if len(seen) == 0 {
@@ -229,8 +228,8 @@ func TestRelayHoldsAKeyBehindARowLockedByAnotherBatch(t *testing.T) {
 	// One shard and a batch larger than the outbox: the first batch locks
 	// every row but the held one, so once the other keys' rows are marked,
 	// the batch that had seq 3..5 of key has settled too.
-	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 1, BatchSize: 100})
-	check := relaytest.NewChecker(t, k.Brokers, topic)
+	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Shards: 1, BatchSize: 100})
+	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(others, 10, 60*time.Second)
 	relaytest.WaitFor(t, 30*time.Second, "every row but those of the held key marked published", func() error {
 		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null and partition_key <> $1", key); n != 0 {
@@ -284,10 +283,10 @@ func TestRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t 
 	relaytest.Append(t, pool, topic, poison, 3, 0)
 	relaytest.Append(t, pool, topic, poison, 4, 0)
 	relaytest.Fill(t, pool, topic, others, 10, 0)
-	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 4,
+	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Shards: 4,
 		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
 
-	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(others, 10, 60*time.Second)
 	relaytest.WaitFor(t, 30*time.Second, "the oversized row parked", func() error {
 		parked, err := outbox.Parked(ctx, pool)
@@ -328,7 +327,7 @@ func TestRelayLosesNothingWhenTheBrokerStopsForTenSeconds(t *testing.T) {
 	topic := k.CreateTopic(t, "outage", 3)
 	keys := relaytest.Keys(30)
 	relaytest.Fill(t, pool, topic, keys, 20, 0)
-	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 8,
+	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Shards: 8,
 		DeliveryTimeout: 3 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: time.Second, MaxAttempts: 2})
 	relaytest.WaitFor(t, 30*time.Second, "first batch published", func() error {
 		if relaytest.Count(t, pool, "select count(*) from outbox where published_at is not null") == 0 {
@@ -349,7 +348,7 @@ func TestRelayLosesNothingWhenTheBrokerStopsForTenSeconds(t *testing.T) {
 	}
 	pk.Start(t)
 
-	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys[5:], 20, 90*time.Second)
 	check.WaitAll(keys[:5], seq, 60*time.Second)
 	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
@@ -370,8 +369,8 @@ func TestRelayReconnectsAfterPostgresRestarts(t *testing.T) {
 	topic := k.CreateTopic(t, "pgrestart", 3)
 	keys := relaytest.Keys(20)
 	relaytest.Fill(t, pool, topic, keys, 10, 0)
-	r := startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 8})
-	check := relaytest.NewChecker(t, k.Brokers, topic)
+	r := startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Shards: 8})
+	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys, 10, 60*time.Second)
 
 	pg.Stop(t)
@@ -431,7 +430,7 @@ func TestRelayCleanupDeletesOldPublishedRowsInSmallBatches(t *testing.T) {
 	exec(`create trigger log_cleanup after delete on outbox referencing old table as gone
 		for each statement execute function log_cleanup()`)
 
-	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 4,
+	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Shards: 4,
 		Retention: 24 * time.Hour, CleanupInterval: 50 * time.Millisecond, CleanupBatch: 10})
 	relaytest.WaitFor(t, 30*time.Second, "old published rows deleted and the rest published", func() error {
 		old := relaytest.Count(t, pool, "select count(*) from outbox where published_at < now() - interval '1 day'")

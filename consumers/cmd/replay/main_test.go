@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/consumers/idempotent"
-	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
@@ -93,7 +92,7 @@ func (f *fixture) consume(t *testing.T) idempotent.Stats {
 func (f *fixture) start(t *testing.T) (*idempotent.Runner, func()) {
 	t.Helper()
 	r, err := idempotent.NewRunner(idempotent.Config{Group: f.group, Topics: []string{f.topic}, Pool: f.pool,
-		Kafka: kit.KafkaConfig{Brokers: f.k.Brokers}, Handler: f.handler, CommitInterval: 100 * time.Millisecond})
+		Kafka: f.k.Config(), Handler: f.handler, CommitInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestRelayKilledMidBatchThenRestartedLosesNothingAndKeepsKeyOrder(t *testing
 
 	// Small batches and one worker, so the kill lands between produce and mark.
 	args := []string{"--batch-size", "200", "--workers", "1", "--shards", "8"}
-	first := relaytest.StartRelay(t, "relay-1", url, k.Brokers, args...)
+	first := relaytest.StartRelay(t, "relay-1", url, k, args...)
 	relaytest.WaitFor(t, 60*time.Second, "relay publishing", func() error {
 		if n := count("select count(*) from outbox where published_at is not null"); n < 1000 {
 			return fmt.Errorf("%d published", n)
@@ -54,8 +54,8 @@ func TestRelayKilledMidBatchThenRestartedLosesNothingAndKeepsKeyOrder(t *testing
 	}
 	t.Logf("killed with %d rows pending", left)
 
-	relaytest.StartRelay(t, "relay-2", url, k.Brokers, args...)
-	check := relaytest.NewChecker(t, k.Brokers, topic)
+	relaytest.StartRelay(t, "relay-2", url, k, args...)
+	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys, perKey, 120*time.Second)
 	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
 		if n := count("select count(*) from outbox where published_at is null"); n != 0 {
@@ -75,9 +75,9 @@ func TestThreeRelaysKeepPerKeyOrderAndTakeOverTheShardsOfOneKilled(t *testing.T)
 	const perKey = 100 // 50,000 events
 	args := []string{"--batch-size", "500", "--shards", "32"}
 	relays := []*proc.Process{
-		relaytest.StartRelay(t, "relay-a", url, k.Brokers, args...),
-		relaytest.StartRelay(t, "relay-b", url, k.Brokers, args...),
-		relaytest.StartRelay(t, "relay-c", url, k.Brokers, args...),
+		relaytest.StartRelay(t, "relay-a", url, k, args...),
+		relaytest.StartRelay(t, "relay-b", url, k, args...),
+		relaytest.StartRelay(t, "relay-c", url, k, args...),
 	}
 	// Shard ownership is a session advisory lock per shard in class 0x0c0d0002.
 	const shardLocks = `from pg_locks where locktype = 'advisory' and granted and classid = $1::bigint::oid
@@ -110,7 +110,7 @@ func TestThreeRelaysKeepPerKeyOrderAndTakeOverTheShardsOfOneKilled(t *testing.T)
 		}
 		return nil
 	})
-	check := relaytest.NewChecker(t, k.Brokers, topic)
+	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys, perKey, 150*time.Second)
 	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
 		if n := count("select count(*) from outbox where published_at is null"); n != 0 {
@@ -181,7 +181,7 @@ func TestRelayMetricsEndpointShowsTheBacklogAndTheParkedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	relaytest.Fill(t, pool, topic, others, 20, 0)
-	p := relaytest.StartRelay(t, "relay-metrics", url, k.Brokers, "--shards", "4", "--metrics-interval", "100ms")
+	p := relaytest.StartRelay(t, "relay-metrics", url, k, "--shards", "4", "--metrics-interval", "100ms")
 	addr := relaytest.HTTPAddr(t, p, 30*time.Second)
 
 	gauges := func(backlog, parked float64) func() error {

@@ -19,7 +19,7 @@ func TestRelayMetricsMatchTheReadmeAndLintClean(t *testing.T) {
 	pool := testkit.Pool(t, url)
 	topic := k.CreateTopic(t, "readme", 1)
 	relaytest.Fill(t, pool, topic, relaytest.Keys(3), 2, 0)
-	p := relaytest.StartRelay(t, "relay-readme", url, k.Brokers, "--metrics-interval", "100ms")
+	p := relaytest.StartRelay(t, "relay-readme", url, k, "--metrics-interval", "100ms")
 	addr := relaytest.HTTPAddr(t, p, 30*time.Second)
 
 	var m testkit.Metrics

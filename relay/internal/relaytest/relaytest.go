@@ -129,15 +129,11 @@ type Checker struct {
 	errs   []string
 }
 
-// NewChecker starts consuming topic on brokers.
-func NewChecker(t testing.TB, brokers []string, topic string) *Checker {
+// NewChecker starts consuming topic on k.
+func NewChecker(t testing.TB, k *testkit.Kafka, topic string) *Checker {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+	cl := k.Client(t, kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
 	return &Checker{t: t, cl: cl, topic: topic, next: map[int32]int64{}, seen: map[string]map[int]bool{},
 		maxSeq: map[string]int{}, skip: map[string]map[int]bool{}}
 }
@@ -395,11 +391,11 @@ func BuildRelay(t testing.TB) string {
 
 // StartRelay runs the relay binary with args (plus --http-addr=127.0.0.1:0
 // and text logs to a file), killed when the test ends.
-func StartRelay(t testing.TB, name, dbURL string, brokers []string, args ...string) *proc.Process {
+func StartRelay(t testing.TB, name, dbURL string, k *testkit.Kafka, args ...string) *proc.Process {
 	t.Helper()
-	all := append([]string{"--database-url", dbURL, "--kafka-brokers", strings.Join(brokers, ","),
+	all := append([]string{"--database-url", dbURL,
 		"--http-addr", "127.0.0.1:0", "--rebalance-interval", "500ms", "--poll-interval", "500ms"}, args...)
-	return proc.Start(t, proc.Command{Name: name, Path: BuildRelay(t), Args: all, Env: []string{"LOG_LEVEL=info"},
+	return proc.Start(t, proc.Command{Name: name, Path: BuildRelay(t), Args: all, Env: append(k.Env(), "LOG_LEVEL=info"),
 		Log: filepath.Join(t.TempDir(), name+".log")})
 }
 

@@ -61,15 +61,15 @@ func deploy(t *testing.T, c config) *deployment {
 	t.Helper()
 	d := &deployment{t: t, prefix: testkit.UniqueName(t, "chaos") + ".", procs: map[string]*proc.Process{}, urls: map[string]string{},
 		pools: map[string]*pgxpool.Pool{}}
-	var brokers []string
+	var k *testkit.Kafka
 	admin := ""
 	if c.full {
 		d.pg, d.kafka = testkit.NewPrivatePostgres(t), testkit.NewPrivateKafkaCluster(t, 3)
-		admin, brokers = d.pg.URL, d.kafka.Brokers
+		admin, k = d.pg.URL, d.kafka.Kafka()
 	} else {
-		admin, brokers = testkit.PostgresURL(t), testkit.NewKafka(t).Brokers
+		admin, k = testkit.PostgresURL(t), testkit.NewKafka(t)
 	}
-	cl, err := kit.NewKafkaClient(t.Context(), kit.KafkaConfig{Brokers: brokers}, nil)
+	cl, err := kit.NewKafkaClient(t.Context(), k.Config(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +139,9 @@ func deploy(t *testing.T, c config) *deployment {
 				// under its instance id; one paused for less than the
 				// session timeout keeps them.
 				"CONCORD_GROUP_INSTANCE_ID=" + name, "CONCORD_GROUP_SESSION_TIMEOUT=10s",
-				"CONCORD_KAFKA_BROKERS=" + strings.Join(brokers, ","), "CONCORD_HTTP_ADDR=" + addr[name],
+				"CONCORD_HTTP_ADDR=" + addr[name],
 				"CONCORD_TOPIC_PARTITIONS=6", "CONCORD_SHUTDOWN_GRACE=5s", "CONCORD_LOG_FORMAT=json"}, own[s]...)
+			env = append(env, k.Env()...)
 			start(name, env)
 			// The first instance migrates the database and creates the
 			// topics before the second starts.
@@ -152,10 +153,10 @@ func deploy(t *testing.T, c config) *deployment {
 	// the provider's id until the charge's lease runs out and another
 	// attempt reads it (5 s here, plus the restart): the reconciler leaves
 	// payments that recent alone rather than call them drift.
-	start("reconciler", []string{"CONCORD_DATABASE_URL=" + dbs["payment-svc"], "CONCORD_PROVIDER_URL=" + d.simURL,
+	start("reconciler", append([]string{"CONCORD_DATABASE_URL=" + dbs["payment-svc"], "CONCORD_PROVIDER_URL=" + d.simURL,
 		"CONCORD_PROVIDER_API_KEY=" + apiKey, "CONCORD_TOPIC_PREFIX=" + d.prefix, "CONCORD_HTTP_ADDR=" + addr["reconciler"],
-		"CONCORD_KAFKA_BROKERS=" + strings.Join(brokers, ","), "CONCORD_INTERVAL=2s", "CONCORD_BACKOFF=2s", "CONCORD_GRACE=30s",
-		"CONCORD_HEAL_EVERY=0", "CONCORD_LOG_FORMAT=json"}, "run")
+		"CONCORD_INTERVAL=2s", "CONCORD_BACKOFF=2s", "CONCORD_GRACE=30s",
+		"CONCORD_HEAL_EVERY=0", "CONCORD_LOG_FORMAT=json"}, k.Env()...), "run")
 	ready("reconciler", "/readyz")
 
 	orders := httptest.NewServer(newBalancer(instanceURLs(d.urls, "order-svc")))

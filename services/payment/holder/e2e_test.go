@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/consumers/idempotent"
-	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
@@ -50,7 +49,7 @@ func TestHoldCommandsOverKafkaGetOneEffectAndTheirRepliesOnSagaReplies(t *testin
 			t.Fatalf("create topic %s: %v", topic, err)
 		}
 	}
-	kcfg := kit.KafkaConfig{Brokers: kafka.Brokers}
+	kcfg := kafka.Config()
 	orchestrator := testkit.NewPool(t, outbox.Migrate)
 	payments := testkit.NewPool(t, outbox.Migrate, paymentstore.Migrate, idempotent.Migrate)
 

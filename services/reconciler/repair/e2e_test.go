@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/concordhq/concord/consumers/idempotent"
-	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
@@ -55,7 +54,7 @@ func TestDroppedSuccessWebhookIsHealedAndTheOrderConfirms(t *testing.T) {
 			t.Fatalf("create topic %s: %v", topic, err)
 		}
 	}
-	kcfg := kit.KafkaConfig{Brokers: kafka.Brokers}
+	kcfg := kafka.Config()
 
 	// The order service's database: an order whose stock is reserved and
 	// which waits for its payment.
