@@ -88,7 +88,7 @@ func (s Service) ACLs(prefix, user string) []*kadm.ACLBuilder {
 	}
 	group := prefix + s.Name
 	allow := func() *kadm.ACLBuilder {
-		return kadm.NewACLs().Allow("User:"+user).AllowHosts("*").ResourcePatternType(kadm.ACLPatternLiteral)
+		return kadm.NewACLs().Allow("User:" + user).AllowHosts("*").ResourcePatternType(kadm.ACLPatternLiteral)
 	}
 	// CREATE on its own topics: the services create what they consume
 	// and what they write first (--create-topics) and their dead-letter
@@ -150,7 +150,7 @@ func Revoke(ctx context.Context, adm *kadm.Client, prefix string) error {
 	for _, s := range Services {
 		user := prefix + s.Name
 		dels = append(dels, kadm.DeleteSCRAM{User: user, Mechanism: kadm.ScramSha512})
-		b := kadm.NewACLs().Allow("User:"+user).AllowHosts().AnyResource().Operations(kadm.OpAny).
+		b := kadm.NewACLs().Allow("User:" + user).AllowHosts().AnyResource().Operations(kadm.OpAny).
 			ResourcePatternType(kadm.ACLPatternAny)
 		if _, err := adm.DeleteACLs(ctx, b); err != nil {
 			errs = append(errs, fmt.Errorf("delete the ACLs of %s: %w", user, err))
