@@ -19,6 +19,7 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/services/audit/auditsnapshot"
+	"github.com/concordhq/concord/services/internal/grants"
 	"github.com/concordhq/concord/services/internal/loadgen"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
@@ -37,6 +38,7 @@ type running struct {
 	pools                         map[string]*pgxpool.Pool
 	adm                           *kadm.Client
 	groups                        []string
+	revoke                        func() // deletes the services' principals (nil: none made)
 }
 
 func (r *running) stop() {
@@ -46,6 +48,9 @@ func (r *running) stop() {
 	}
 	for _, p := range r.pools {
 		p.Close()
+	}
+	if r.revoke != nil {
+		r.revoke()
 	}
 	if r.adm != nil {
 		r.adm.Close()
@@ -226,10 +231,19 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		}
 	}
 
+	cl, err := kit.NewKafkaClient(ctx, c.kafka, nil)
+	if err != nil {
+		return r, err
+	}
+	r.adm = kadm.NewClient(cl)
+	kafkaOf, err := principals(ctx, r, c)
+	if err != nil {
+		return r, err
+	}
 	common := func(name string) []string {
-		return []string{"CONCORD_TOPIC_PREFIX=" + c.prefix, "CONCORD_GROUP=" + c.prefix + name,
-			"CONCORD_KAFKA_BROKERS=" + strings.Join(c.kafka.Brokers, ","), "CONCORD_HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", ports[name]),
-			"CONCORD_LOG_FORMAT=json"}
+		return append([]string{"CONCORD_TOPIC_PREFIX=" + c.prefix, "CONCORD_GROUP=" + c.prefix + name,
+			"CONCORD_HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", ports[name]),
+			"CONCORD_LOG_FORMAT=json"}, kafkaOf(name).Env()...)
 	}
 	specs := []struct {
 		name string
@@ -254,11 +268,6 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		r.procs = append(r.procs, p)
 		started[s.name] = p
 	}
-	cl, err := kit.NewKafkaClient(ctx, c.kafka, nil)
-	if err != nil {
-		return r, err
-	}
-	r.adm = kadm.NewClient(cl)
 	for _, s := range specs {
 		r.groups = append(r.groups, c.prefix+s.name)
 		if err := started[s.name].WaitReady(ctx, url(s.name)+"/readyz", 60*time.Second); err != nil {
@@ -274,6 +283,32 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		return r, nil
 	}
 	return r, startReconciler(ctx, r, c, ports["reconciler"])
+}
+
+// principals gives each service its own Kafka principal on an
+// authenticated cluster, allowed only its own topics and consumer group
+// (services/internal/grants), and returns each service's connection. On a
+// cluster without SASL every service uses the demo's connection.
+func principals(ctx context.Context, r *running, c config) (func(service string) kit.KafkaConfig, error) {
+	if c.kafka.SASLMechanism == "" {
+		return func(string) kit.KafkaConfig { return c.kafka }, nil
+	}
+	creds, err := grants.Provision(ctx, r.adm, c.prefix)
+	if err != nil {
+		return nil, fmt.Errorf("provision the services' Kafka principals (the demo's principal %s must be a super user): %w", c.kafka.SASLUser, err)
+	}
+	fmt.Printf("==> each service connects to Kafka as its own principal (%s<service>, SCRAM-SHA-512), allowed only its own topics and group\n", c.prefix)
+	r.revoke = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := grants.Revoke(ctx, r.adm, c.prefix); err != nil {
+			fmt.Printf("    (could not delete the services' Kafka principals: %v)\n", err)
+		}
+	}
+	return func(service string) kit.KafkaConfig {
+		cr := creds[service]
+		return c.kafka.As(cr.User, cr.Password)
+	}, nil
 }
 
 // faultArgs are a simulator's --fault-<name> flags from "name=value,…".
