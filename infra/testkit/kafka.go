@@ -2,8 +2,10 @@ package testkit
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -183,4 +185,34 @@ func (k *Kafka) CreateTopic(t testing.TB, prefix string, partitions int32) strin
 		_, _ = adm.DeleteTopics(ctx, name)
 	})
 	return name
+}
+
+// ClientProperties writes the connection's security as a Java client
+// properties file (Apache's tools take it as --command-config) and
+// returns its path; "" when the connection has neither TLS nor SASL.
+func (k *Kafka) ClientProperties(t testing.TB) string {
+	t.Helper()
+	c := k.Config()
+	if !c.TLS && c.SASLMechanism == "" {
+		return ""
+	}
+	var b strings.Builder
+	protocol := map[[2]bool]string{{true, true}: "SASL_SSL", {false, true}: "SASL_PLAINTEXT", {true, false}: "SSL"}[[2]bool{c.TLS, c.SASLMechanism != ""}]
+	fmt.Fprintf(&b, "security.protocol=%s\n", protocol)
+	if c.SASLMechanism != "" {
+		module := "org.apache.kafka.common.security.scram.ScramLoginModule"
+		if strings.EqualFold(c.SASLMechanism, "PLAIN") {
+			module = "org.apache.kafka.common.security.plain.PlainLoginModule"
+		}
+		fmt.Fprintf(&b, "sasl.mechanism=%s\nsasl.jaas.config=%s required username=%q password=%q;\n",
+			strings.ToUpper(c.SASLMechanism), module, c.SASLUser, c.SASLPassword)
+	}
+	if c.TLSCAFile != "" {
+		fmt.Fprintf(&b, "ssl.truststore.type=PEM\nssl.truststore.location=%s\n", c.TLSCAFile)
+	}
+	path := filepath.Join(t.TempDir(), "client.properties")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -217,7 +218,7 @@ func TestReplayPlansAgreeWithApacheConsumerGroupCommand(t *testing.T) {
 		}
 		return p
 	}
-	apache1 := runApache(t, cp, brokers, cases)
+	apache1 := runApache(t, cp, k, cases)
 	replay1 := make([]outcome, len(cases))
 	var apacheSingleCSV, replayMultiCSV string
 	for i, tc := range cases {
@@ -243,7 +244,7 @@ func TestReplayPlansAgreeWithApacheConsumerGroupCommand(t *testing.T) {
 		c("from-file with a negative offset", g(full), s("--from-file", negative)),
 		c("from-file of another group", g(part), s("--from-file", clamped)),
 	}
-	apache2 := runApache(t, cp, brokers, fileCases)
+	apache2 := runApache(t, cp, k, fileCases)
 	replay2 := make([]outcome, len(fileCases))
 	for i, tc := range fileCases {
 		replay2[i], _ = runReplayExport(brokers, tc.args)
@@ -291,11 +292,15 @@ func TestReplayPlansAgreeWithApacheConsumerGroupCommand(t *testing.T) {
 // runApache runs the cases through Apache's ConsumerGroupCommand in one JVM
 // (testdata/ConsumerGroupCommandRunner.java) and reads its plans. An
 // outcome's detail holds the exported CSV, or the error.
-func runApache(t *testing.T, cp, brokers string, cases []resetCase) []outcome {
+func runApache(t *testing.T, cp string, k *testkit.Kafka, cases []resetCase) []outcome {
 	t.Helper()
+	conn := []string{"--bootstrap-server", strings.Join(k.Brokers, ",")}
+	if props := k.ClientProperties(t); props != "" {
+		conn = append(conn, "--command-config", props)
+	}
 	var in strings.Builder
 	for _, tc := range cases {
-		args := append([]string{"--bootstrap-server", brokers, "--reset-offsets", "--dry-run", "--export"}, tc.args...)
+		args := append(append(slices.Clone(conn), "--reset-offsets", "--dry-run", "--export"), tc.args...)
 		in.WriteString(strings.Join(args, "\t") + "\n")
 	}
 	cmd := exec.Command("java", "-cp", cp, "testdata/ConsumerGroupCommandRunner.java")

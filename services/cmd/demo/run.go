@@ -287,28 +287,21 @@ func startAll(ctx context.Context, c config) (*running, error) {
 
 // principals gives each service its own Kafka principal on an
 // authenticated cluster, allowed only its own topics and consumer group
-// (services/internal/grants), and returns each service's connection. On a
-// cluster without SASL every service uses the demo's connection.
+// (services/internal/grants), deleted when the demo stops.
 func principals(ctx context.Context, r *running, c config) (func(service string) kit.KafkaConfig, error) {
-	if c.kafka.SASLMechanism == "" {
-		return func(string) kit.KafkaConfig { return c.kafka }, nil
-	}
-	creds, err := grants.Provision(ctx, r.adm, c.prefix)
-	if err != nil {
-		return nil, fmt.Errorf("provision the services' Kafka principals (the demo's principal %s must be a super user): %w", c.kafka.SASLUser, err)
+	of, revoke, err := grants.Connections(ctx, r.adm, c.kafka, c.prefix)
+	if err != nil || c.kafka.SASLMechanism == "" {
+		return of, err
 	}
 	fmt.Printf("==> each service connects to Kafka as its own principal (%s<service>, SCRAM-SHA-512), allowed only its own topics and group\n", c.prefix)
 	r.revoke = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := grants.Revoke(ctx, r.adm, c.prefix); err != nil {
+		if err := revoke(ctx); err != nil {
 			fmt.Printf("    (could not delete the services' Kafka principals: %v)\n", err)
 		}
 	}
-	return func(service string) kit.KafkaConfig {
-		cr := creds[service]
-		return c.kafka.As(cr.User, cr.Password)
-	}, nil
+	return of, nil
 }
 
 // faultArgs are a simulator's --fault-<name> flags from "name=value,…".

@@ -22,6 +22,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/inventory/inventoryconsumer"
 	"github.com/concordhq/concord/services/orchestrator/orchestratorconsumer"
@@ -166,6 +167,26 @@ func Revoke(ctx context.Context, adm *kadm.Client, prefix string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Connections gives each service its own principal on base's cluster when
+// base authenticates with SASL (Provision under prefix; base's principal
+// must be a super user) and returns each service's connection and a
+// function deleting the principals. Without SASL every service gets base
+// and there is nothing to delete.
+func Connections(ctx context.Context, adm *kadm.Client, base kit.KafkaConfig, prefix string) (func(service string) kit.KafkaConfig, func(context.Context) error, error) {
+	if base.SASLMechanism == "" {
+		return func(string) kit.KafkaConfig { return base }, func(context.Context) error { return nil }, nil
+	}
+	creds, err := Provision(ctx, adm, prefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("provision the services' Kafka principals (as %s, which must be a super user): %w", base.SASLUser, err)
+	}
+	of := func(service string) kit.KafkaConfig {
+		c := creds[service]
+		return base.As(c.User, c.Password)
+	}
+	return of, func(ctx context.Context) error { return Revoke(ctx, adm, prefix) }, nil
 }
 
 func password() (string, error) {

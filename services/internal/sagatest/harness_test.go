@@ -21,6 +21,7 @@ import (
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/services/internal/grants"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/providersim"
 	"github.com/concordhq/concord/services/shipping/carriersim"
@@ -139,13 +140,26 @@ func newSaga(t *testing.T, o opts) *saga {
 			"CONCORD_CARRIER_TIMEOUT=5s", "CONCORD_CARRIER_LEASE=10s"}
 		extras["orchestrator"] = []string{"CONCORD_DATABASE_URL=" + dbs["orchestrator"], "CONCORD_SWEEP_INTERVAL=100ms"}
 	}
+	// Each service connects as its own principal, allowed only its own
+	// topics and group: the saga runs under the ACLs it is deployed with.
+	kafkaOf, revoke, err := grants.Connections(t.Context(), k.Admin(t), k.Config(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := revoke(ctx); err != nil {
+			t.Errorf("delete the services' principals: %v", err)
+		}
+	})
 	for name, extra := range extras {
-		s.env[name] = append([]string{"CONCORD_TOPIC_PREFIX=" + prefix, "CONCORD_GROUP=" + prefix + name,
-			"CONCORD_KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), fmt.Sprintf("CONCORD_HTTP_ADDR=127.0.0.1:%d", ports[name]),
+		s.env[name] = append(append([]string{"CONCORD_TOPIC_PREFIX=" + prefix, "CONCORD_GROUP=" + prefix + name,
+			fmt.Sprintf("CONCORD_HTTP_ADDR=127.0.0.1:%d", ports[name]),
 			// A member killed with -9 never leaves its group; the group
 			// gives its partitions away after the session timeout, which
 			// is 45s unless told otherwise (6s is the broker's minimum).
-			"CONCORD_TOPIC_PARTITIONS=3", "CONCORD_SHUTDOWN_GRACE=5s", "CONCORD_GROUP_SESSION_TIMEOUT=6s"}, extra...)
+			"CONCORD_TOPIC_PARTITIONS=3", "CONCORD_SHUTDOWN_GRACE=5s", "CONCORD_GROUP_SESSION_TIMEOUT=6s"}, kafkaOf(name).Env()...), extra...)
 	}
 	for _, name := range services {
 		s.start(name)
