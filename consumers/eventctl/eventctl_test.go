@@ -95,12 +95,14 @@ func catalogTopics(t *testing.T, k *testkit.Kafka, cat *schemas.Catalog) string 
 	prefix := testkit.UniqueName(t, "evctl") + "."
 	adm := k.Admin(t)
 	seen := map[string]bool{}
+	var names []string
 	for _, typ := range cat.Types() {
 		e, _ := cat.Lookup(typ)
 		if seen[e.Topic] {
 			continue
 		}
 		seen[e.Topic] = true
+		names = append(names, prefix+e.Topic)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		resp, err := adm.CreateTopic(ctx, 3, 1, nil, prefix+e.Topic)
 		cancel()
@@ -117,6 +119,28 @@ func catalogTopics(t *testing.T, k *testkit.Kafka, cat *schemas.Catalog) string 
 			_, _ = adm.DeleteTopics(ctx, name)
 		})
 	}
+	// CreateTopics answers before every partition has a leader; a produce
+	// in between is refused as UNKNOWN_TOPIC_OR_PARTITION.
+	testkit.Eventually(t, 30*time.Second, "every partition of the new topics led", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		md, err := adm.Metadata(ctx, names...)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			td, ok := md.Topics[name]
+			if !ok || td.Err != nil || len(td.Partitions) != 3 {
+				return fmt.Errorf("%s: %v", name, td.Err)
+			}
+			for _, p := range td.Partitions {
+				if p.Leader < 0 || p.Err != nil {
+					return fmt.Errorf("%s/%d: leader %d, %v", name, p.Partition, p.Leader, p.Err)
+				}
+			}
+		}
+		return nil
+	})
 	return prefix
 }
 

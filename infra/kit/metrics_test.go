@@ -124,8 +124,14 @@ func TestKafkaClientMetrics(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if got := counterValue(t, reg, "concord_relay_kafka_produce_bytes_total", nil); got <= 0 {
-		t.Errorf("produce_bytes_total = %v after a record was produced, want > 0", got)
+	// The client counts a written batch in a hook that may run after the
+	// record's promise: poll, with a deadline.
+	deadline := time.Now().Add(10 * time.Second)
+	for counterValue(t, reg, "concord_relay_kafka_produce_bytes_total", nil) <= 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("produce_bytes_total is still 0 10s after a record was produced, want > 0")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	lintClean(t, reg)
 }

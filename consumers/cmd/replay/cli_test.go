@@ -150,10 +150,20 @@ func TestReplayCommandConfig(t *testing.T) {
 		}
 		return p
 	}
-	good := write("ok.properties", "security.protocol=PLAINTEXT\nclient.id=replay-test\nlinger.ms=5\n")
+	// The shared broker's own security (SASL_SSL with SCRAM and the
+	// stack's CA on the local stack), as Apache's tools are given it.
+	security := "security.protocol=PLAINTEXT\n"
+	if props := k.ClientProperties(t); props != "" {
+		b, err := os.ReadFile(props)
+		if err != nil {
+			t.Fatal(err)
+		}
+		security = string(b)
+	}
+	good := write("ok.properties", security+"client.id=replay-test\nlinger.ms=5\n")
 	_, errOut, err := cli(t, k, "--list", "--command-config", good)
 	if err != nil {
-		t.Fatalf("--command-config with PLAINTEXT: %v\n%s", err, errOut)
+		t.Fatalf("--command-config with the broker's security:\n%s\n%v\n%s", security, err, errOut)
 	}
 	if !strings.Contains(errOut, "'linger.ms' was supplied but is not used") {
 		t.Errorf("no warning for an unused property:\n%s", errOut)
