@@ -25,6 +25,7 @@ import (
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/services/audit/auditsnapshot"
+	"github.com/concordhq/concord/services/internal/grants"
 	"github.com/concordhq/concord/services/internal/loadgen"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
@@ -75,6 +76,19 @@ func deploy(t *testing.T, c config) *deployment {
 	}
 	t.Cleanup(cl.Close)
 	d.adm = kadm.NewClient(cl)
+	// Both instances of a service connect as the service's principal (on an
+	// authenticated cluster), allowed only its own topics and group.
+	kafkaOf, revoke, err := grants.Connections(t.Context(), d.adm, k.Config(), d.prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := revoke(ctx); err != nil {
+			t.Errorf("delete the services' principals: %v", err)
+		}
+	})
 
 	names := []string{"provider-sim", "carrier-sim", "reconciler"}
 	for _, s := range services {
@@ -141,7 +155,7 @@ func deploy(t *testing.T, c config) *deployment {
 				"CONCORD_GROUP_INSTANCE_ID=" + name, "CONCORD_GROUP_SESSION_TIMEOUT=10s",
 				"CONCORD_HTTP_ADDR=" + addr[name],
 				"CONCORD_TOPIC_PARTITIONS=6", "CONCORD_SHUTDOWN_GRACE=5s", "CONCORD_LOG_FORMAT=json"}, own[s]...)
-			env = append(env, k.Env()...)
+			env = append(env, kafkaOf(s).Env()...)
 			start(name, env)
 			// The first instance migrates the database and creates the
 			// topics before the second starts.
