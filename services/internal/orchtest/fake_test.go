@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
 	"github.com/concordhq/concord/schemas/contract"
@@ -66,7 +67,7 @@ type heldReply struct {
 
 // newParticipants consumes the command topics of the participants it
 // fakes (payment, inventory, shipping: all when none are named).
-func newParticipants(t *testing.T, brokers []string, prefix string, fake ...string) *participants {
+func newParticipants(t *testing.T, k *testkit.Kafka, prefix string, fake ...string) *participants {
 	t.Helper()
 	p := &participants{t: t, writer: outbox.Writer{TopicPrefix: prefix}, plans: map[string]plan{}, receipts: map[string]int{},
 		ids: map[string]map[string]bool{}, applied: map[string]int{}, replied: map[string]contract.SagaStepRepliedV1{}, types: map[string]contract.Type{}}
@@ -77,9 +78,13 @@ func newParticipants(t *testing.T, brokers []string, prefix string, fake ...stri
 	for _, f := range fake {
 		topics = append(topics, prefix+f+"-commands")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(prefix+"fakes"),
+	conn, err := k.Config().Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append(conn, kgo.ConsumerGroup(prefix+"fakes"),
 		kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50e6))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50e6))...)
 	if err != nil {
 		t.Fatal(err)
 	}

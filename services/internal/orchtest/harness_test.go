@@ -67,8 +67,6 @@ type deployment struct {
 	servicePools []*pgxpool.Pool
 }
 
-func (d *deployment) brokers() []string { return d.kafka.Brokers }
-
 func outboxEvent(p contract.Payload) outbox.Event { return outbox.Event{Payload: p} }
 
 // alertSink is the alert webhook: it records what it is sent.
@@ -128,9 +126,9 @@ func newDeployment(t *testing.T, o opts) *deployment {
 	})
 	d.producer = k.Client(t)
 	if o.services {
-		d.fakes = newParticipants(t, k.Brokers, d.prefix, "payment", "shipping")
+		d.fakes = newParticipants(t, k, d.prefix, "payment", "shipping")
 	} else {
-		d.fakes = newParticipants(t, k.Brokers, d.prefix)
+		d.fakes = newParticipants(t, k, d.prefix)
 	}
 	var webhook string
 	if o.webhookStatus != 0 {

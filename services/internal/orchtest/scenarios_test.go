@@ -263,13 +263,7 @@ func (d *deployment) finished(n int) map[string]string {
 
 func (d *deployment) producerClient(topic string) *kgo.Client {
 	d.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		kgo.SeedBrokers(d.brokers()...))...)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	d.t.Cleanup(cl.Close)
-	return cl
+	return d.kafka.Client(d.t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 }
 
 func mustEnvelope(t *testing.T, d *deployment, p contract.Payload) []byte {
