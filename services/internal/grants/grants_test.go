@@ -252,3 +252,49 @@ func example[T contract.Payload](t *testing.T, eventType, file string) T {
 	}
 	return p
 }
+
+// The local stack's plaintext listener (infra/local/up) is for tools that
+// look: its User:ANONYMOUS reads topics and describes groups, and nothing
+// else, so the door without a password cannot write an event, create a
+// topic or move a consumer group.
+func TestThePlaintextListenerOnlyReads(t *testing.T) {
+	plain := os.Getenv("CONCORD_KAFKA_PLAINTEXT_BROKERS")
+	if plain == "" {
+		if testkit.InCI() && os.Getenv("CONCORD_KAFKA_COMMAND_CONFIG") != "" {
+			t.Fatal("the stack's authenticated listener is in use but CONCORD_KAFKA_PLAINTEXT_BROKERS is not set")
+		}
+		t.Skip("not the local stack's broker: no read-only plaintext listener (CONCORD_KAFKA_PLAINTEXT_BROKERS)")
+	}
+	k := testkit.NewKafka(t)
+	topic := k.CreateTopic(t, "plaintext", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := k.Client(t).ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("written by the admin")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	anon := &testkit.Kafka{Brokers: kit.SplitBrokers(plain), Kind: "plaintext"}
+	reader := anon.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	fs := reader.PollFetches(ctx)
+	if err := fs.Err(); err != nil || fs.NumRecords() != 1 {
+		t.Fatalf("anonymous read: %d records, %v", fs.NumRecords(), err)
+	}
+	// Not idempotent: such a producer asks for a producer id first, which
+	// is refused at the cluster level before any topic is named.
+	writer := anon.Client(t, kgo.ProducerLinger(0), kgo.DisableIdempotentWrite())
+	if err := writer.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("forged")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("anonymous write: want TOPIC_AUTHORIZATION_FAILED, got %v", err)
+	}
+	adm := kadm.NewClient(writer)
+	commit := kadm.Offsets{}
+	commit.Add(kadm.Offset{Topic: topic, Partition: 0, At: 0})
+	if err := adm.CommitAllOffsets(ctx, testkit.UniqueName(t, "g"), commit); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Errorf("anonymous offset commit: want GROUP_AUTHORIZATION_FAILED, got %v", err)
+	}
+	resp, err := adm.CreateTopic(ctx, 1, 1, nil, testkit.UniqueName(t, "anon"))
+	if err == nil {
+		err = resp.Err
+	}
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("anonymous topic creation: want an authorization failure, got %v", err)
+	}
+}
