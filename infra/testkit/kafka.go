@@ -39,6 +39,14 @@ func (k *Kafka) Config() kit.KafkaConfig {
 	return c
 }
 
+// As is the same cluster reached as another SASL principal (a service's
+// own); without SASL it is k.
+func (k *Kafka) As(user, password string) *Kafka {
+	c := *k
+	c.security = k.security.As(user, password)
+	return &c
+}
+
 // Env is the connection as CONCORD_KAFKA_* variables for a child process;
 // every one is set, so a child of a test on a private broker does not
 // inherit the shared stack's TLS and SASL settings.

@@ -25,7 +25,7 @@ import (
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/services/audit/auditsnapshot"
-	"github.com/concordhq/concord/services/internal/grants"
+	"github.com/concordhq/concord/services/internal/grants/grantstest"
 	"github.com/concordhq/concord/services/internal/loadgen"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
@@ -78,17 +78,7 @@ func deploy(t *testing.T, c config) *deployment {
 	d.adm = kadm.NewClient(cl)
 	// Both instances of a service connect as the service's principal (on an
 	// authenticated cluster), allowed only its own topics and group.
-	kafkaOf, revoke, err := grants.Connections(t.Context(), d.adm, k.Config(), d.prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := revoke(ctx); err != nil {
-			t.Errorf("delete the services' principals: %v", err)
-		}
-	})
+	kafkaOf := grantstest.Connections(t, d.adm, k.Config(), d.prefix)
 
 	names := []string{"provider-sim", "carrier-sim", "reconciler"}
 	for _, s := range services {

@@ -74,24 +74,15 @@ func provision(t *testing.T) *deployment {
 	return d
 }
 
-// as is the shared cluster's connection as service's principal.
-func (d *deployment) as(service string) kit.KafkaConfig {
+// as is the shared cluster reached as service's principal.
+func (d *deployment) as(service string) *testkit.Kafka {
 	c := d.creds[service]
-	return d.k.Config().As(c.User, c.Password)
+	return d.k.As(c.User, c.Password)
 }
 
 func (d *deployment) client(t *testing.T, service string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	base, err := d.as(service).Opts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return d.as(service).Client(t, opts...)
 }
 
 func TestEachPrincipalWritesOnlyTheTopicsItsServiceProduces(t *testing.T) {
@@ -160,7 +151,7 @@ func TestEachPrincipalReadsOnlyWhatItConsumesInItsOwnGroup(t *testing.T) {
 
 func TestAWrongPasswordIsRefused(t *testing.T) {
 	d := provision(t)
-	cfg := d.as("order-svc")
+	cfg := d.as("order-svc").Config()
 	cfg.SASLPassword += "x"
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -203,7 +194,7 @@ func TestTheRelayPublishesOnlyWhatItsServiceOwnsAndParksTheRest(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: d.as("inventory-svc"), MaxAttempts: 2,
+	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: d.as("inventory-svc").Config(), MaxAttempts: 2,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/relay/outbox"
-	"github.com/concordhq/concord/services/internal/grants"
+	"github.com/concordhq/concord/services/internal/grants/grantstest"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/providersim"
 	"github.com/concordhq/concord/services/shipping/carriersim"
@@ -142,17 +142,7 @@ func newSaga(t *testing.T, o opts) *saga {
 	}
 	// Each service connects as its own principal, allowed only its own
 	// topics and group: the saga runs under the ACLs it is deployed with.
-	kafkaOf, revoke, err := grants.Connections(t.Context(), k.Admin(t), k.Config(), prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := revoke(ctx); err != nil {
-			t.Errorf("delete the services' principals: %v", err)
-		}
-	})
+	kafkaOf := grantstest.Connections(t, k.Admin(t), k.Config(), prefix)
 	for name, extra := range extras {
 		s.env[name] = append(append([]string{"CONCORD_TOPIC_PREFIX=" + prefix, "CONCORD_GROUP=" + prefix + name,
 			fmt.Sprintf("CONCORD_HTTP_ADDR=127.0.0.1:%d", ports[name]),
