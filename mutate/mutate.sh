@@ -42,6 +42,7 @@ PACKAGES=(
 	services:order
 	services:inventory
 	services:shipping
+	services:funding
 	schemas:compat
 	consumers:replay
 )
