@@ -508,7 +508,9 @@ func (s *Server) runJobs(now time.Time) {
 		j := s.st.Jobs[best]
 		s.st.Jobs = append(s.st.Jobs[:best], s.st.Jobs[best+1:]...)
 		s.dirty = true
-		s.runJob(j, now)
+		// A step happens at its due time: later steps are scheduled from
+		// it, so one clock jump runs a whole chain of steps.
+		s.runJob(j, j.Due)
 	}
 }
 

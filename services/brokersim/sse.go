@@ -41,6 +41,14 @@ func (s *Server) stream(kind streamKind) http.Handler {
 			writeResponse(w, apiErr(http.StatusBadRequest, 40010000, err.Error()))
 			return
 		}
+		// A live stream starts where the log stands before the client sees
+		// the answer, so whatever it does after connecting is streamed.
+		s.mu.Lock()
+		pos := 0
+		if cur.Live {
+			pos = len(kind.log(s.st))
+		}
+		s.mu.Unlock()
 		rc := http.NewResponseController(w)
 		_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
 		h := w.Header()
@@ -60,12 +68,6 @@ func (s *Server) stream(kind streamKind) http.Handler {
 		if cur.UntilID != "" {
 			untilIDTime = ulid.Time(ulid.MustParseStrict(cur.UntilID).Time())
 		}
-		s.mu.Lock()
-		pos := 0
-		if cur.Live {
-			pos = len(kind.log(s.st))
-		}
-		s.mu.Unlock()
 		first := true
 		var held *Event
 		send := func(ev Event) bool {
@@ -87,6 +89,7 @@ func (s *Server) stream(kind streamKind) http.Handler {
 			need := s.durableAfter()
 			faults := s.faults
 			now := s.clock.Now()
+			lastID := s.st.LastULID
 			s.mu.Unlock()
 
 			done := false
@@ -105,6 +108,8 @@ func (s *Server) stream(kind streamKind) http.Handler {
 				}
 			}
 			switch {
+			case cur.UntilID != "" && cur.UntilID <= lastID:
+				done = true // every later event gets a larger id
 			case cur.UntilID != "" && now.After(untilIDTime):
 				done = true
 			case !cur.Until.IsZero() && !now.Before(cur.Until):
