@@ -107,7 +107,13 @@ func (s *Server) setJournalStatus(j *Journal, to string, now time.Time) {
 	from := j.Status
 	j.Status = to
 	s.dirty = true
-	s.appendEvent(&s.st.JournalLog, now, []string{j.FromAccount, j.ToAccount}, func(id string) map[string]any {
+	// Ordered by the customer's account: the firm account is on every
+	// journal, and keeping its order would keep the whole stream in order.
+	customer := j.ToAccount
+	if s.st.accounts[customer].Firm {
+		customer = j.FromAccount
+	}
+	s.appendEvent(&s.st.JournalLog, now, []string{customer}, func(id string) map[string]any {
 		ev := map[string]any{"at": now.Format(time.RFC3339Nano), "entry_type": j.EntryType, "event_id": id,
 			"journal_id": j.ID, "status_from": from, "status_to": to, "description": j.Description}
 		if j.IdempotencyKey != "" {

@@ -312,7 +312,7 @@ const maxBody = 1 << 20
 // gate does what every request meets first, in this order: the rate-limit
 // window (its headers go on every answer), authentication, injected latency,
 // injected 429 and 5xx. It returns false after answering itself.
-func (s *Server) gate(w http.ResponseWriter, hr *http.Request) (ok bool, injected string) {
+func (s *Server) gate(w http.ResponseWriter, hr *http.Request) bool {
 	s.mu.Lock()
 	s.stats.Requests++
 	faults := s.faults
@@ -342,12 +342,12 @@ func (s *Server) gate(w http.ResponseWriter, hr *http.Request) (ok bool, injecte
 	}
 	if limited {
 		write(apiErr(http.StatusTooManyRequests, 42910000, "rate limit exceeded"), "rate_limited")
-		return false, ""
+		return false
 	}
 	if !s.authenticate(hr) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="broker-sim"`)
 		write(apiErr(http.StatusUnauthorized, 40110000, "request is not authorized"), "client_error")
-		return false, ""
+		return false
 	}
 	if faults.Latency > 0 {
 		t := time.NewTimer(faults.Latency)
@@ -355,27 +355,27 @@ func (s *Server) gate(w http.ResponseWriter, hr *http.Request) (ok bool, injecte
 		case <-t.C:
 		case <-hr.Context().Done():
 			t.Stop()
-			return false, ""
+			return false
 		}
 	}
 	if inject429 {
 		s.count(func(st *Stats) { st.Injected429++ })
 		write(apiErr(http.StatusTooManyRequests, 42910000, "rate limit exceeded"), "injected_rate_limit")
-		return false, ""
+		return false
 	}
 	if inject5xx {
 		s.count(func(st *Stats) { st.Injected5xx++ })
 		write(apiErr(http.StatusInternalServerError, 50010000, "internal server error (injected by broker-sim)"), "injected_server_error")
-		return false, ""
+		return false
 	}
-	return true, ""
+	return true
 }
 
 // api wraps a handler: gate, read the body, run the handler under the lock,
 // then wait until the state the answer shows is written before answering.
 func (s *Server) api(h func(*request) response) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
-		if ok, _ := s.gate(w, hr); !ok {
+		if !s.gate(w, hr) {
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(hr.Body, maxBody))

@@ -33,7 +33,7 @@ const holdLimit = 100 * time.Millisecond
 // Alpaca sends, ": you are reading too slowly, dropped N messages".
 func (s *Server) stream(kind streamKind) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
-		if ok, _ := s.gate(w, hr); !ok {
+		if !s.gate(w, hr) {
 			return
 		}
 		cur, err := ParseCursor(hr.URL.Query().Get)

@@ -179,3 +179,27 @@ func TestStreamsNeedCredentials(t *testing.T) {
 		t.Fatalf("status %d", res.StatusCode)
 	}
 }
+
+func TestJournalStreamReordersAcrossCustomersOnly(t *testing.T) {
+	h := newHarness(t, Config{})
+	a, b := h.account(), h.account()
+	customer := map[string]string{}
+	for range 3 {
+		customer[h.journal(a, "1.00", "")["id"].(string)] = a
+		customer[h.journal(b, "1.00", "")["id"].(string)] = b
+	}
+	inOrder := ids(h.open("/v2/events/journals/status?since_id=" + zeroULID).events(6))
+	h.setFaults(map[string]string{"sse-reorder-rate": "1"})
+	got := h.open("/v2/events/journals/status?since_id=" + zeroULID).events(6)
+	if slices.Equal(ids(got), inOrder) {
+		t.Fatal("the firm account on every journal kept the whole stream in order")
+	}
+	last := map[string]string{}
+	for _, e := range got {
+		c, id := customer[e["journal_id"].(string)], e["event_id"].(string)
+		if id < last[c] {
+			t.Fatalf("customer %s's journal events out of order: %v", c, ids(got))
+		}
+		last[c] = id
+	}
+}
