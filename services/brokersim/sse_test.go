@@ -1,7 +1,10 @@
 package brokersim
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -202,4 +205,27 @@ func TestJournalStreamReordersAcrossCustomersOnly(t *testing.T) {
 		}
 		last[c] = id
 	}
+}
+
+func TestIdleStreamsGetHeartbeats(t *testing.T) {
+	h := newHarness(t, Config{Heartbeat: 10 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.http.URL+"/v2/events/funding/status", nil)
+	req.SetBasicAuth("CK_TEST", "secret")
+	res, err := h.http.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if sc.Text() == ":heartbeat" {
+			return
+		}
+	}
+	t.Fatalf("stream ended without a heartbeat: %v", sc.Err())
 }
