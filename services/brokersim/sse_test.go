@@ -117,9 +117,10 @@ func TestSlowReaderIsToldHowManyMessagesItLost(t *testing.T) {
 func TestReorderKeepsEachAccountsOrder(t *testing.T) {
 	h := newHarness(t, Config{SettlementDelay: time.Second})
 	a, b := h.account(), h.account()
-	for range 3 {
-		achDeposit(h, a, "1.00")
-		achDeposit(h, b, "1.00")
+	// Neighbours of one account and of two, so that a fault that swapped
+	// any two neighbours would break one account's order.
+	for _, acct := range []string{a, a, b, a, b, b} {
+		achDeposit(h, acct, "1.00")
 	}
 	h.clock.Advance(2 * time.Second)
 	eventually(t, "every transfer completes", func() bool {
@@ -187,9 +188,8 @@ func TestJournalStreamReordersAcrossCustomersOnly(t *testing.T) {
 	h := newHarness(t, Config{})
 	a, b := h.account(), h.account()
 	customer := map[string]string{}
-	for range 3 {
-		customer[h.journal(a, "1.00", "")["id"].(string)] = a
-		customer[h.journal(b, "1.00", "")["id"].(string)] = b
+	for _, acct := range []string{a, a, b, a, b, b} {
+		customer[h.journal(acct, "1.00", "")["id"].(string)] = acct
 	}
 	inOrder := ids(h.open("/v2/events/journals/status?since_id=" + zeroULID).events(6))
 	h.setFaults(map[string]string{"sse-reorder-rate": "1"})
