@@ -26,6 +26,11 @@ type Faults struct {
 	// ServerErrorRate is the share of requests answered 500 before they are
 	// executed (nothing stored).
 	ServerErrorRate float64 `json:"server_error_rate"`
+	// HangRate is the share of requests executed and recorded (a retry
+	// with the same Idempotency-Key gets the result) whose answer is
+	// withheld until the client gives up or the simulator closes: the "did
+	// my journal happen?" timeout.
+	HangRate float64 `json:"hang_rate"`
 	// SSEDisconnectRate is the share of SSE messages after which the server
 	// closes the stream; the client reconnects from its cursor.
 	SSEDisconnectRate float64 `json:"sse_disconnect_rate"`
@@ -100,6 +105,7 @@ func Knobs() []Knob {
 		durationKnob("latency", "latency added to every API answer (real time)", func(f *Faults) *time.Duration { return &f.Latency }),
 		rateKnob("429-rate", "share of requests refused with 429 before execution", func(f *Faults) *float64 { return &f.RateLimitRate }),
 		rateKnob("5xx-rate", "share of requests refused with 500 before execution", func(f *Faults) *float64 { return &f.ServerErrorRate }),
+		rateKnob("hang-rate", "share of requests executed but never answered (the client times out)", func(f *Faults) *float64 { return &f.HangRate }),
 		rateKnob("sse-disconnect-rate", "share of SSE messages after which the stream is closed", func(f *Faults) *float64 { return &f.SSEDisconnectRate }),
 		rateKnob("sse-drop-rate", "share of SSE messages never sent on a connection", func(f *Faults) *float64 { return &f.SSEDropRate }),
 		rateKnob("sse-duplicate-rate", "share of SSE messages sent twice", func(f *Faults) *float64 { return &f.SSEDuplicateRate }),
@@ -163,6 +169,7 @@ const (
 	streamCorrection
 	streamSlow
 	streamULID
+	streamHang
 	numStreams
 )
 

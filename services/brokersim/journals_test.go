@@ -1,7 +1,10 @@
 package brokersim
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -149,4 +152,73 @@ func TestSlowSettlementQueuesTheJournal(t *testing.T) {
 		h.must(200, h.do("GET", "/v1/journals/"+j["id"].(string), nil, nil, &got))
 		return got["status"] == JournalExecuted
 	})
+}
+
+// The timeout a client cannot tell from a failure: the journal is made,
+// the answer never comes. A retry with the same key gets that journal.
+func TestRetryAfterAHungAnswerGetsTheSameJournal(t *testing.T) {
+	h := newHarness(t, Config{})
+	acct := h.account()
+	h.setFaults(map[string]string{"hang-rate": "1"})
+	body := `{"entry_type":"JNLC","from_account":"` + h.srv.FirmAccountID() + `","to_account":"` + acct + `","amount":"7.00"}`
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "POST", h.http.URL+"/v1/journals", strings.NewReader(body))
+	req.SetBasicAuth("CK_TEST", "secret")
+	req.Header.Set("Idempotency-Key", "hung-key")
+	failed := make(chan error, 1)
+	go func() {
+		res, err := h.http.Client().Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		failed <- err
+	}()
+	eventually(t, "the hung request to execute", func() bool { return h.srv.Stats().Hung == 1 })
+	cancel() // the client gives up
+	if err := <-failed; err == nil {
+		t.Fatal("the hung request was answered")
+	}
+	h.setFaults(map[string]string{"hang-rate": "0"})
+	var list []map[string]any
+	h.must(200, h.do("GET", "/v1/journals", nil, nil, &list))
+	if len(list) != 1 {
+		t.Fatalf("%d journals after the hung request, want 1 (it executed)", len(list))
+	}
+	var again map[string]any
+	h.must(200, h.do("POST", "/v1/journals", body, map[string]string{"Idempotency-Key": "hung-key"}, &again))
+	if again["id"] != list[0]["id"] {
+		t.Fatalf("retry made journal %v, want %v", again["id"], list[0]["id"])
+	}
+}
+
+func TestConcurrentRetriesMakeOneJournal(t *testing.T) {
+	h := newHarness(t, Config{})
+	acct := h.account()
+	body := `{"entry_type":"JNLC","from_account":"` + h.srv.FirmAccountID() + `","to_account":"` + acct + `","amount":"2.00"}`
+	got := make(chan any, 8)
+	for range 8 {
+		go func() { // no t.Fatal off the test goroutine: a failure sends an error instead of an id
+			req, _ := http.NewRequest("POST", h.http.URL+"/v1/journals", strings.NewReader(body))
+			req.SetBasicAuth("CK_TEST", "secret")
+			req.Header.Set("Idempotency-Key", "same")
+			res, err := h.http.Client().Do(req)
+			if err != nil {
+				got <- err
+				return
+			}
+			defer res.Body.Close()
+			var j map[string]any
+			if err := json.NewDecoder(res.Body).Decode(&j); err != nil {
+				got <- err
+				return
+			}
+			got <- j["id"]
+		}()
+	}
+	first := <-got
+	for range 7 {
+		if id := <-got; id != first {
+			t.Fatalf("concurrent calls with one key answered journals %v and %v", first, id)
+		}
+	}
 }

@@ -89,6 +89,7 @@ type Stats struct {
 	RateLimited       int64 `json:"rate_limited"`
 	Injected429       int64 `json:"injected_429"`
 	Injected5xx       int64 `json:"injected_5xx"`
+	Hung              int64 `json:"hung"`
 	IdempotentReplays int64 `json:"idempotent_replays"`
 	IdempotencyClash  int64 `json:"idempotency_conflicts"`
 	SSEDropped        int64 `json:"sse_dropped"`
@@ -384,12 +385,24 @@ func (s *Server) api(h func(*request) response) http.Handler {
 			return
 		}
 		s.mu.Lock()
+		hang := s.dice.chance(streamHang, s.faults.HangRate)
 		r := &request{hr: hr, body: body, now: s.clock.Now().UTC()}
 		res := h(r)
 		need := s.durableAfter()
+		if hang {
+			s.stats.Hung++
+		}
 		s.mu.Unlock()
 		if !s.waitDurable(hr.Context(), need) {
 			panic(http.ErrAbortHandler) // not written: answer nothing, as a crash would
+		}
+		if hang {
+			s.calls.WithLabelValues(hr.Pattern, "hung").Inc()
+			select {
+			case <-hr.Context().Done():
+			case <-s.ctx.Done():
+			}
+			panic(http.ErrAbortHandler)
 		}
 		s.calls.WithLabelValues(hr.Pattern, callOutcome(res.status)).Inc()
 		writeResponse(w, res)
@@ -426,7 +439,7 @@ func newCallsCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "concord_broker_sim_api_calls_total",
 		Help: "API calls answered, by endpoint (the route pattern) and outcome: ok, client_error (4xx), " +
-			"rate_limited (429), server_error (5xx), injected_rate_limit, injected_server_error.",
+			"rate_limited (429), server_error (5xx), injected_rate_limit, injected_server_error, hung.",
 	}, []string{"endpoint", "outcome"})
 }
 
