@@ -248,3 +248,18 @@ func (s *Server) getJournal(r *request) response {
 	}
 	return jsonResponse(http.StatusOK, renderJournal(j))
 }
+
+// deleteJournal is DELETE /v1/journals/{journal_id}: a queued or pending
+// journal is canceled (204); any other is refused with the error Alpaca
+// documents. An executed journal is undone only by a journal the other way.
+func (s *Server) deleteJournal(r *request) response {
+	j := s.st.journals[r.hr.PathValue("journal_id")]
+	if j == nil {
+		return apiErr(http.StatusNotFound, 40410000, "journal not found")
+	}
+	if j.Status != JournalQueued && j.Status != JournalPending {
+		return apiErr(http.StatusUnprocessableEntity, 42210000, "The journal is not pending or queued.")
+	}
+	s.setJournalStatus(j, JournalCanceled, r.now)
+	return response{status: http.StatusNoContent}
+}

@@ -222,3 +222,25 @@ func TestConcurrentRetriesMakeOneJournal(t *testing.T) {
 		}
 	}
 }
+
+func TestDeleteCancelsOnlyAQueuedJournal(t *testing.T) {
+	h := newHarness(t, Config{})
+	acct := h.account()
+	done := h.journal(acct, "1.00", "")
+	h.setFaults(map[string]string{"slow-settlement-rate": "1", "slow-settlement-delay": "1m"})
+	queued := h.journal(acct, "2.00", "")
+	h.must(422, h.do("DELETE", "/v1/journals/"+done["id"].(string), nil, nil, nil))
+	h.must(404, h.do("DELETE", "/v1/journals/nope", nil, nil, nil))
+	h.must(204, h.do("DELETE", "/v1/journals/"+queued["id"].(string), nil, nil, nil))
+	h.clock.Advance(time.Minute)
+	var list []map[string]any
+	h.must(200, h.do("GET", "/v1/journals?status=canceled", nil, nil, &list))
+	if len(list) != 1 || list[0]["id"] != queued["id"] {
+		t.Fatalf("canceled journals %v", list)
+	}
+	var ta map[string]any
+	h.must(200, h.do("GET", "/v1/trading/accounts/"+acct+"/account", nil, nil, &ta))
+	if ta["cash"] != "1.00" {
+		t.Fatalf("cash %v: the canceled journal moved money", ta["cash"])
+	}
+}

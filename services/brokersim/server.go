@@ -260,6 +260,7 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/journals", s.api(s.createJournal))
 	m.Handle("GET /v1/journals", s.api(s.listJournals))
 	m.Handle("GET /v1/journals/{journal_id}", s.api(s.getJournal))
+	m.Handle("DELETE /v1/journals/{journal_id}", s.api(s.deleteJournal))
 	m.Handle("POST /v1/accounts/{account_id}/transfers", s.api(s.createTransfer))
 	m.Handle("GET /v1/accounts/{account_id}/transfers", s.api(s.listTransfers))
 	m.Handle("POST /v1beta/accounts/{account_id}/funding_wallet/withdrawal", s.api(s.createWalletWithdrawal))
@@ -413,7 +414,9 @@ func writeResponse(w http.ResponseWriter, res response) {
 	for k, v := range res.header {
 		w.Header().Set(k, v)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	if res.body != nil {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.WriteHeader(res.status)
 	_, _ = w.Write(res.body)
 }
