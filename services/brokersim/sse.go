@@ -199,6 +199,9 @@ func (s *Server) stream(kind streamKind) http.Handler {
 			case <-hr.Context().Done():
 				return
 			case <-s.ctx.Done():
+				// What Alpaca's v2 streams say when the server closes them.
+				fmt.Fprint(out, ": internal server error\n\n")
+				flush()
 				return
 			}
 		}

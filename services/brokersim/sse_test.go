@@ -229,3 +229,15 @@ func TestIdleStreamsGetHeartbeats(t *testing.T) {
 	}
 	t.Fatalf("stream ended without a heartbeat: %v", sc.Err())
 }
+
+func TestClosingTheSimulatorSaysSoOnOpenStreams(t *testing.T) {
+	h := newHarness(t, Config{})
+	s := h.open("/v2/events/journals/status")
+	eventually(t, "the stream to be served", func() bool { return h.srv.Stats().Requests == 1 })
+	if err := h.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l := s.next(); l.comment != ": internal server error" {
+		t.Fatalf("got %+v, want the closing comment", l)
+	}
+}
