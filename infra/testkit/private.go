@@ -73,7 +73,9 @@ func NewPrivatePostgres(t testing.TB) *PrivatePostgres {
 			Name: "postgres",
 			Path: filepath.Join(bin, "postgres"),
 			Args: []string{"-D", data, "-p", fmt.Sprint(port), "-k", dir,
-				"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"},
+				"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200",
+				// The WAL relay's tests stream from a logical replication slot.
+				"-c", "wal_level=logical"},
 			Log:        filepath.Join(dir, "postgres.log"),
 			Credential: cred,
 		},

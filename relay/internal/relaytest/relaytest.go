@@ -53,6 +53,12 @@ func Data(key string, seq int, pad int) contract.OrderCreatedV2 {
 // notifies once per chunk. It returns the rows in id order.
 func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey, pad int) {
 	t.Helper()
+	FillChunked(t, pool, topic, keys, perKey, pad, 5000)
+}
+
+// FillChunked is Fill committing every chunk rows in its own transaction.
+func FillChunked(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey, pad, chunk int) {
+	t.Helper()
 	ctx := context.Background()
 	var recs [][]any
 	flush := func() {
@@ -79,7 +85,7 @@ func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey,
 			}
 			rec.Topic = topic
 			recs = append(recs, rec.Values())
-			if len(recs) == 5000 {
+			if len(recs) == chunk {
 				flush()
 			}
 		}
@@ -423,3 +429,71 @@ func HTTPAddr(t testing.TB, p *proc.Process, timeout time.Duration) string {
 }
 
 var httpAddrRE = regexp.MustCompile(`http listening.*?addr"?[=:]"?([0-9.]+:[0-9]+)`)
+
+// WALTopic creates a unique topic (with the given topic configs) that outbox rows reach through a
+// Writer's TopicPrefix, so events appended with the services' own path go
+// to it in the inserted row itself (the WAL relay publishes the row as
+// inserted; a later update of its topic is not in the stream).
+func WALTopic(t testing.TB, k *testkit.Kafka, partitions int32, configs map[string]*string) (outbox.Writer, string) {
+	t.Helper()
+	_, rec, err := outbox.Prepare(outbox.Event{Payload: Data(Keys(1)[0], 1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := testkit.UniqueName(t, "wal") + "."
+	topic := prefix + rec.Topic
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := k.Admin(t)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = adm.DeleteTopics(ctx, topic)
+	})
+	return outbox.Writer{TopicPrefix: prefix}, topic
+}
+
+// TryAppendWith appends one event with w (the services' path), returning
+// the row id.
+func TryAppendWith(pool *pgxpool.Pool, w outbox.Writer, key string, seq, pad int) (int64, error) {
+	ctx := context.Background()
+	var id int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		env, err := w.Append(ctx, tx, outbox.Event{Payload: Data(key, seq, pad)})
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "select id from outbox where event_id = $1", env.EventID).Scan(&id)
+	})
+	return id, err
+}
+
+// DropSlotAtEnd drops a replication slot when the test ends, waiting for
+// its walsender to go (registered before the relay, so it runs after the
+// relay stopped, and before the database is dropped, which a slot on it
+// would prevent).
+func DropSlotAtEnd(t testing.TB, pool *pgxpool.Pool, slot string) {
+	t.Helper()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := pool.Exec(context.Background(),
+				"select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1", slot)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("drop replication slot %s: %v", slot, err)
+				return
+			}
+			<-time.After(100 * time.Millisecond) // the walsender of a stopped relay is exiting
+		}
+	})
+}
