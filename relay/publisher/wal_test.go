@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,22 +18,36 @@ import (
 	"github.com/concordhq/concord/relay/publisher"
 )
 
+// walPool opens a pool on a fresh, migrated database of the package's
+// private server. Creating a replication slot waits for every transaction
+// running on its server to end; on the shared server the packages testing
+// in parallel hold theirs open for seconds, longer than a test waits.
+func walPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	return migrated(t, testkit.Pool(t, testkit.NewDatabase(t, testkit.PackagePostgresURL(t))))
+}
+
 // startWAL runs an in-process WAL relay on a fresh slot and publication
-// until the test ends, and waits until it streams; the slot is dropped
-// afterwards so the shared server does not keep WAL for it.
+// until the test ends, and waits until it streams.
 func startWAL(t *testing.T, pool *pgxpool.Pool, cfg publisher.WALConfig) *publisher.WALRelay {
 	t.Helper()
 	w := runWAL(t, pool, cfg)
+	waitStreaming(t, w)
+	return w
+}
+
+func waitStreaming(t *testing.T, w *publisher.WALRelay) {
+	t.Helper()
 	relaytest.WaitFor(t, 30*time.Second, "WAL relay streaming", func() error {
 		if !w.Streaming() {
 			return errors.New("not streaming yet")
 		}
 		return nil
 	})
-	return w
 }
 
-// runWAL is startWAL without waiting for the stream.
+// runWAL is startWAL without waiting for the stream. The slot is dropped
+// when the test ends: its database cannot be dropped while it exists.
 func runWAL(t *testing.T, pool *pgxpool.Pool, cfg publisher.WALConfig) *publisher.WALRelay {
 	t.Helper()
 	cfg.Pool = pool
@@ -43,32 +55,19 @@ func runWAL(t *testing.T, pool *pgxpool.Pool, cfg publisher.WALConfig) *publishe
 		cfg.Slot = testkit.UniqueName(t, "slot")
 		cfg.Publication = testkit.UniqueName(t, "pub")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 200 * time.Millisecond
-	}
+	testDefaults(t, &cfg.Config)
 	w, err := publisher.NewWAL(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	relaytest.DropSlotAtEnd(t, pool, cfg.Slot)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("WAL relay run: %v", err)
-		}
-	})
+	runUntilEnd(t, "WAL relay", w.Run)
 	return w
 }
 
 func TestWALRelayPublishesAppendsInCommitOrderPerKeyAndMarksThem(t *testing.T) {
 	k := testkit.NewKafka(t)
-	pool := newPool(t)
+	pool := walPool(t)
 	wr, topic := relaytest.WALTopic(t, k, 4, nil)
 	w := startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers}}})
 
@@ -97,12 +96,7 @@ func TestWALRelayPublishesAppendsInCommitOrderPerKeyAndMarksThem(t *testing.T) {
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
-		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d rows pending", n)
-		}
-		return nil
-	})
+	relaytest.WaitAllPublished(t, pool, 30*time.Second)
 
 	// Heartbeat: with nothing pending, the slot's confirmed LSN follows WAL
 	// written elsewhere, so an idle relay does not pin it.
@@ -127,7 +121,7 @@ func TestWALRelayPublishesAppendsInCommitOrderPerKeyAndMarksThem(t *testing.T) {
 
 func TestWALRelayPublishesRowsPendingBeforeItsSlotExisted(t *testing.T) {
 	k := testkit.NewKafka(t)
-	pool := newPool(t)
+	pool := walPool(t)
 	topic := k.CreateTopic(t, "walbefore", 2)
 	keys := relaytest.Keys(10)
 	relaytest.Fill(t, pool, topic, keys, 10, 0)
@@ -147,11 +141,7 @@ func TestWALRelayStreamsAgainAfterPostgresRestarts(t *testing.T) {
 	w := startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers},
 		BackoffMin: 50 * time.Millisecond, BackoffMax: time.Second}})
 	keys := relaytest.Keys(10)
-	for _, key := range keys {
-		if _, err := relaytest.TryAppendWith(pool, wr, key, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	relaytest.AppendEach(t, pool, wr, keys, 1)
 	check := relaytest.NewChecker(t, k.Brokers, topic)
 	check.WaitAll(keys, 1, 60*time.Second)
 
@@ -178,53 +168,58 @@ func TestWALRelayStreamsAgainAfterPostgresRestarts(t *testing.T) {
 	})
 }
 
-func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t *testing.T) {
-	k := testkit.NewKafka(t)
-	pool := newPool(t)
-	limit := "4096"
-	wr, topic := relaytest.WALTopic(t, k, 2, map[string]*string{"max.message.bytes": &limit})
-	startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers},
-		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond}})
+// parkingWAL is a relay that parks a row after three refusals, retrying
+// fast.
+func parkingWAL(k *testkit.Kafka) publisher.WALConfig {
+	return publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers},
+		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond}}
+}
 
-	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
-	appendSeq := func(key string, seq, pad int) int64 {
-		t.Helper()
-		id, err := relaytest.TryAppendWith(pool, wr, key, seq, pad)
+// smallMessages is the max.message.bytes of a topic that refuses the
+// oversized rows appendPoisoned appends.
+var smallMessages = map[string]*string{"max.message.bytes": ptr("4096")}
+
+func ptr[T any](v T) *T { return &v }
+
+// appendPoisoned appends seq 1..upTo of poison, seq 2 of it larger than
+// the topic takes, then seq 1..perKey of every other key, and returns the
+// oversized row's id.
+func appendPoisoned(t *testing.T, pool *pgxpool.Pool, wr outbox.Writer, poison string, upTo int, others []string, perKey int) int64 {
+	t.Helper()
+	var bad int64
+	for seq := 1; seq <= upTo; seq++ {
+		pad := 0
+		if seq == 2 {
+			pad = 8000
+		}
+		id, err := relaytest.TryAppendWith(pool, wr, poison, seq, pad)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return id
-	}
-	appendSeq(poison, 1, 0)
-	bad := appendSeq(poison, 2, 8000) // over the topic's 4096 bytes
-	appendSeq(poison, 3, 0)
-	appendSeq(poison, 4, 0)
-	for seq := 1; seq <= 10; seq++ {
-		for _, key := range others {
-			appendSeq(key, seq, 0)
+		if seq == 2 {
+			bad = id
 		}
 	}
+	for seq := 1; seq <= perKey; seq++ {
+		relaytest.AppendEach(t, pool, wr, others, seq)
+	}
+	return bad
+}
+
+func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := walPool(t)
+	wr, topic := relaytest.WALTopic(t, k, 2, smallMessages)
+	startWAL(t, pool, parkingWAL(k))
+	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
+	bad := appendPoisoned(t, pool, wr, poison, 4, others, 10)
+
 	ctx := context.Background()
 	check := relaytest.NewChecker(t, k.Brokers, topic)
 	check.WaitAll(others, 10, 60*time.Second)
-	relaytest.WaitFor(t, 30*time.Second, "the oversized row parked", func() error {
-		parked, err := outbox.Parked(ctx, pool)
-		if err != nil {
-			return err
-		}
-		if len(parked) != 1 || parked[0].ID != bad {
-			return fmt.Errorf("parked rows %+v", parked)
-		}
-		if p := parked[0]; p.Attempts != 3 || !strings.Contains(p.LastError, "MESSAGE_TOO_LARGE") || p.Waiting != 2 {
-			return fmt.Errorf("parked row %+v: want 3 attempts, MESSAGE_TOO_LARGE, 2 rows waiting", p)
-		}
-		return nil
-	})
+	relaytest.WaitParked(t, pool, bad, 3, 2)
 	// The key waits behind its parked row: seq 1 went, 3 and 4 did not.
-	check.Poll(time.Second)
-	if got := check.Seq(poison); got != 1 {
-		t.Fatalf("poison key reached seq %d while its seq 2 is parked; want 1", got)
-	}
+	check.HeldAt(poison, 1, time.Second)
 
 	if err := outbox.Skip(ctx, pool, bad, "too large for the topic; re-emitted by hand"); err != nil {
 		t.Fatal(err)
@@ -232,7 +227,7 @@ func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey
 	check.Skipped(poison, 2)
 	check.WaitAll([]string{poison}, 4, 30*time.Second)
 	// The key flows through the stream again.
-	appendSeq(poison, 5, 0)
+	relaytest.AppendEach(t, pool, wr, []string{poison}, 5)
 	check.WaitAll([]string{poison}, 5, 30*time.Second)
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
@@ -241,53 +236,18 @@ func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey
 
 func TestWALRelayParksARefusedRowPendingBeforeItsSlotExistedAndMarksOnlyAcknowledgedRows(t *testing.T) {
 	k := testkit.NewKafka(t)
-	pool := newPool(t)
-	limit := "4096"
-	wr, topic := relaytest.WALTopic(t, k, 2, map[string]*string{"max.message.bytes": &limit})
-	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
-	appendSeq := func(key string, seq, pad int) int64 {
-		t.Helper()
-		id, err := relaytest.TryAppendWith(pool, wr, key, seq, pad)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	pool := walPool(t)
+	wr, topic := relaytest.WALTopic(t, k, 2, smallMessages)
 	// Every row predates the slot: the relay publishes them from the table.
-	appendSeq(poison, 1, 0)
-	bad := appendSeq(poison, 2, 8000) // over the topic's 4096 bytes
-	appendSeq(poison, 3, 0)
-	for seq := 1; seq <= 3; seq++ {
-		for _, key := range others {
-			appendSeq(key, seq, 0)
-		}
-	}
-	startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: kit.KafkaConfig{Brokers: k.Brokers},
-		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond}})
+	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
+	bad := appendPoisoned(t, pool, wr, poison, 3, others, 3)
+	startWAL(t, pool, parkingWAL(k))
 
 	ctx := context.Background()
 	check := relaytest.NewChecker(t, k.Brokers, topic)
 	check.WaitAll(others, 3, 60*time.Second)
-	relaytest.WaitFor(t, 30*time.Second, "the oversized row parked, not marked published", func() error {
-		if n := relaytest.Count(t, pool, "select count(*) from outbox where id = $1 and published_at is not null", bad); n != 0 {
-			return fmt.Errorf("row %d marked published though Kafka never acknowledged it", bad)
-		}
-		parked, err := outbox.Parked(ctx, pool)
-		if err != nil {
-			return err
-		}
-		if len(parked) != 1 || parked[0].ID != bad {
-			return fmt.Errorf("parked rows %+v", parked)
-		}
-		if p := parked[0]; p.Attempts != 3 || !strings.Contains(p.LastError, "MESSAGE_TOO_LARGE") || p.Waiting != 1 {
-			return fmt.Errorf("parked row %+v: want 3 attempts, MESSAGE_TOO_LARGE, 1 row waiting", p)
-		}
-		return nil
-	})
-	check.Poll(time.Second)
-	if got := check.Seq(poison); got != 1 {
-		t.Fatalf("poison key reached seq %d while its seq 2 is parked; want 1", got)
-	}
+	relaytest.WaitParked(t, pool, bad, 3, 1)
+	check.HeldAt(poison, 1, time.Second)
 	if err := outbox.Skip(ctx, pool, bad, "too large for the topic"); err != nil {
 		t.Fatal(err)
 	}
@@ -323,8 +283,7 @@ func receivedRows(t *testing.T, reg *prometheus.Registry) float64 {
 // active flag for "streaming" appended their first rows in it.
 func TestWALRelayIsNotStreamingWhileItsNewSlotWaitsForAConsistentPoint(t *testing.T) {
 	k := testkit.NewKafka(t)
-	pg := testkit.NewPrivatePostgres(t) // the open transaction below would hold up every slot created on the shared server
-	pool := migrated(t, testkit.Pool(t, pg.URL))
+	pool := walPool(t)
 	wr, topic := relaytest.WALTopic(t, k, 2, nil)
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
@@ -347,11 +306,7 @@ func TestWALRelayIsNotStreamingWhileItsNewSlotWaitsForAConsistentPoint(t *testin
 		return nil
 	})
 	keys := relaytest.Keys(5)
-	for _, key := range keys {
-		if _, err := relaytest.TryAppendWith(pool, wr, key, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	relaytest.AppendEach(t, pool, wr, keys, 1)
 	for end := time.Now().Add(time.Second); time.Now().Before(end); <-time.After(50 * time.Millisecond) {
 		if w.Streaming() {
 			t.Fatal("the relay streams while its slot waits for a consistent point")
@@ -360,23 +315,14 @@ func TestWALRelayIsNotStreamingWhileItsNewSlotWaitsForAConsistentPoint(t *testin
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	relaytest.WaitFor(t, 30*time.Second, "WAL relay streaming", func() error {
-		if !w.Streaming() {
-			return errors.New("not streaming yet")
-		}
-		return nil
-	})
+	waitStreaming(t, w)
 	check := relaytest.NewChecker(t, k.Brokers, topic)
 	check.WaitAll(keys, 1, 60*time.Second)
 	if n := receivedRows(t, reg); n != 0 {
 		t.Fatalf("%v rows committed before the slot's consistent point decoded from its stream; want 0 (they are published from the table)", n)
 	}
 
-	for _, key := range keys {
-		if _, err := relaytest.TryAppendWith(pool, wr, key, 2, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	relaytest.AppendEach(t, pool, wr, keys, 2)
 	check.WaitAll(keys, 2, 30*time.Second)
 	relaytest.WaitFor(t, 10*time.Second, "the rows appended while streaming decoded from the stream", func() error {
 		if n := receivedRows(t, reg); n != 5 {

@@ -497,3 +497,59 @@ func DropSlotAtEnd(t testing.TB, pool *pgxpool.Pool, slot string) {
 		}
 	})
 }
+
+// AppendEach appends seq of every key with w (the services' path), one
+// transaction per key, in keys' order.
+func AppendEach(t testing.TB, pool *pgxpool.Pool, w outbox.Writer, keys []string, seq int) {
+	t.Helper()
+	for _, key := range keys {
+		if _, err := TryAppendWith(pool, w, key, seq, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// WaitAllPublished waits until no outbox row is left without published_at.
+func WaitAllPublished(t testing.TB, pool *pgxpool.Pool, timeout time.Duration) {
+	t.Helper()
+	WaitFor(t, timeout, "every row marked published", func() error {
+		if n := Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d rows pending", n)
+		}
+		return nil
+	})
+}
+
+// WaitParked waits until row id is the only parked row of the outbox, not
+// marked published, parked after attempts attempts the broker refused as
+// too large, with waiting later rows of its key held back behind it.
+func WaitParked(t testing.TB, pool *pgxpool.Pool, id int64, attempts, waiting int) {
+	t.Helper()
+	ctx := context.Background()
+	WaitFor(t, 30*time.Second, "the oversized row parked, not marked published", func() error {
+		if n := Count(t, pool, "select count(*) from outbox where id = $1 and published_at is not null", id); n != 0 {
+			return fmt.Errorf("row %d marked published though Kafka never acknowledged it", id)
+		}
+		parked, err := outbox.Parked(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if len(parked) != 1 || parked[0].ID != id {
+			return fmt.Errorf("parked rows %+v, want row %d alone", parked, id)
+		}
+		if p := parked[0]; p.Attempts != attempts || !strings.Contains(p.LastError, "MESSAGE_TOO_LARGE") || p.Waiting != waiting {
+			return fmt.Errorf("parked row %+v: want %d attempts, MESSAGE_TOO_LARGE, %d rows waiting", p, attempts, waiting)
+		}
+		return nil
+	})
+}
+
+// HeldAt reads the topic for d and fails the test if key got past seq
+// there (a row of the key after seq is parked or locked elsewhere).
+func (c *Checker) HeldAt(key string, seq int, d time.Duration) {
+	c.t.Helper()
+	c.Poll(d)
+	if got := c.Seq(key); got != seq {
+		c.t.Fatalf("key %s reached seq %d in Kafka while its seq %d is held back; want %d", key, got, seq+1, seq)
+	}
+}
