@@ -12,8 +12,18 @@ import (
 	"github.com/concordhq/concord/relay/internal/relaytest"
 )
 
-// walArgs are the flags of a WAL relay on a fresh slot and publication,
-// dropped when the test ends.
+// newWALOutbox is newOutbox on the package's private server. Creating a
+// replication slot waits for every transaction running on its server to
+// end; on the shared server the packages testing in parallel hold theirs
+// open for seconds, longer than a test waits.
+func newWALOutbox(t *testing.T) (string, func(q string, args ...any) int) {
+	t.Helper()
+	return newOutboxOn(t, testkit.PackagePostgresURL(t))
+}
+
+// walArgs are the flags of a WAL relay on a fresh slot and publication;
+// the slot is dropped when the test ends (its database cannot be dropped
+// while it exists).
 func walArgs(t *testing.T, url string) (slot string, args []string) {
 	t.Helper()
 	slot = testkit.UniqueName(t, "slot")
@@ -47,7 +57,7 @@ func activePID(t *testing.T, count func(q string, args ...any) int, slot string)
 
 func TestWALRelayKilledMidStreamThenRestartedLosesNothingAndKeepsKeyOrder(t *testing.T) {
 	k := testkit.NewKafka(t)
-	url, count := newOutbox(t)
+	url, _ := newWALOutbox(t)
 	pool := testkit.Pool(t, url)
 	topic := k.CreateTopic(t, "walkill9", 4)
 	_, args := walArgs(t, url)
@@ -57,37 +67,12 @@ func TestWALRelayKilledMidStreamThenRestartedLosesNothingAndKeepsKeyOrder(t *tes
 	keys := relaytest.Keys(100)
 	const perKey = 100
 	relaytest.FillChunked(t, pool, topic, keys, perKey, 200, 500) // 20 transactions
-	relaytest.WaitFor(t, 60*time.Second, "relay publishing", func() error {
-		if n := count("select count(*) from outbox where published_at is not null"); n < 1000 {
-			return fmt.Errorf("%d published", n)
-		}
-		return nil
-	})
-	first.Kill()
-	left := count("select count(*) from outbox where published_at is null")
-	if left == 0 {
-		t.Fatal("the relay finished before it was killed; the test proves nothing")
-	}
-	t.Logf("killed with %d rows not marked published", left)
-
-	relaytest.StartRelay(t, "relay-2", url, k.Brokers, args...)
-	check := relaytest.NewChecker(t, k.Brokers, topic)
-	check.WaitAll(keys, perKey, 120*time.Second)
-	if errs := check.Errors(); len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
-		if n := count("select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d pending", n)
-		}
-		return nil
-	})
-	t.Logf("%s", check.Summary(keys, perKey))
+	killWhilePublishingThenRestart(t, first, url, k, topic, keys, perKey, args)
 }
 
 func TestWALRelayStandbyTakesTheSlotWithinSecondsWhenTheActiveOneDies(t *testing.T) {
 	k := testkit.NewKafka(t)
-	url, count := newOutbox(t)
+	url, count := newWALOutbox(t)
 	pool := testkit.Pool(t, url)
 	wr, topic := relaytest.WALTopic(t, k, 2, nil)
 	slot, args := walArgs(t, url)
@@ -112,21 +97,13 @@ func TestWALRelayStandbyTakesTheSlotWithinSecondsWhenTheActiveOneDies(t *testing
 		t.Fatalf("slot streamed by pid %d, want relay-a's walsender %d", pid, pidA)
 	}
 	keys := relaytest.Keys(5)
-	for _, key := range keys {
-		if _, err := relaytest.TryAppendWith(pool, wr, key, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	relaytest.AppendEach(t, pool, wr, keys, 1)
 	check := relaytest.NewChecker(t, k.Brokers, topic)
 	check.WaitAll(keys, 1, 30*time.Second)
 
 	a.Kill()
 	killed := time.Now()
-	for _, key := range keys {
-		if _, err := relaytest.TryAppendWith(pool, wr, key, 2, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	relaytest.AppendEach(t, pool, wr, keys, 2)
 	check.WaitAll(keys, 2, 30*time.Second)
 	took := time.Since(killed)
 	t.Logf("relay-b took the slot and published the rows appended after the kill %s after relay-a died", took.Round(time.Millisecond))
@@ -141,7 +118,7 @@ func TestWALRelayStandbyTakesTheSlotWithinSecondsWhenTheActiveOneDies(t *testing
 func TestWALRelayKilledWhileTheBrokerIsDownConfirmsNothingUnacknowledgedAndLosesNothing(t *testing.T) {
 	pk := testkit.NewPrivateKafka(t)
 	k := pk.Kafka()
-	url, count := newOutbox(t)
+	url, count := newWALOutbox(t)
 	pool := testkit.Pool(t, url)
 	wr, topic := relaytest.WALTopic(t, k, 2, nil)
 	slot, args := walArgs(t, url)
@@ -152,11 +129,7 @@ func TestWALRelayKilledWhileTheBrokerIsDownConfirmsNothingUnacknowledgedAndLoses
 	// through the stream for the count below to reach 25.
 	addr := waitStreaming(t, first)
 	keys := relaytest.Keys(5)
-	for _, key := range keys {
-		if _, err := relaytest.TryAppendWith(pool, wr, key, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	relaytest.AppendEach(t, pool, wr, keys, 1)
 	check := relaytest.NewChecker(t, k.Brokers, topic)
 	check.WaitAll(keys, 1, 60*time.Second)
 
@@ -211,12 +184,7 @@ func TestWALRelayKilledWhileTheBrokerIsDownConfirmsNothingUnacknowledgedAndLoses
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
-		if n := count("select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d pending", n)
-		}
-		return nil
-	})
+	relaytest.WaitAllPublished(t, pool, 30*time.Second)
 }
 
 func TestWALModeFlagsExplainBadUsage(t *testing.T) {
