@@ -274,39 +274,17 @@ func TestRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t 
 	pool := migrated(t, testkit.NewPool(t))
 	topic := testkit.UniqueName(t, "refuse")
 	adm := k.Admin(t)
-	limit := "4096"
-	ctx := context.Background()
-	if resp, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"max.message.bytes": &limit}, topic); err != nil || resp.Err != nil {
+	if resp, err := adm.CreateTopic(context.Background(), 2, 1, relaytest.SmallMessages, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic) })
 
-	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
-	relaytest.Append(t, pool, topic, poison, 1, 0)
-	bad := relaytest.Append(t, pool, topic, poison, 2, 8000) // over the topic's 4096 bytes
-	relaytest.Append(t, pool, topic, poison, 3, 0)
-	relaytest.Append(t, pool, topic, poison, 4, 0)
-	relaytest.Fill(t, pool, topic, others, 10, 0)
+	p := relaytest.AppendPoisoned(4, 10, func(key string, seq, pad int) int64 {
+		return relaytest.Append(t, pool, topic, key, seq, pad)
+	})
 	startRelay(t, publisher.Config{Pool: pool, Kafka: kit.KafkaConfig{Brokers: k.Brokers}, Shards: 4,
 		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
-
-	check := relaytest.NewChecker(t, k.Brokers, topic)
-	check.WaitAll(others, 10, 60*time.Second)
-	relaytest.WaitParked(t, pool, bad, 3, 2)
-	// The key waits behind its parked row: seq 1 went, 3 and 4 did not.
-	check.HeldAt(poison, 1, time.Second)
-	if n := relaytest.Count(t, pool, "select count(*) from outbox where partition_key = $1 and published_at is null", poison); n != 3 {
-		t.Fatalf("%d rows of the parked key pending, want 3", n)
-	}
-
-	if err := outbox.Skip(ctx, pool, bad, "too large for the topic; re-emitted by hand"); err != nil {
-		t.Fatal(err)
-	}
-	check.Skipped(poison, 2)
-	check.WaitAll([]string{poison}, 4, 30*time.Second)
-	if errs := check.Errors(); len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	p.ParkedThenSkipped(t, pool, relaytest.NewChecker(t, k.Brokers, topic))
 }
 
 func TestRelayLosesNothingWhenTheBrokerStopsForTenSeconds(t *testing.T) {

@@ -14,7 +14,6 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/internal/relaytest"
-	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
 )
 
@@ -175,60 +174,19 @@ func parkingWAL(k *testkit.Kafka) publisher.WALConfig {
 		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond}}
 }
 
-// smallMessages is the max.message.bytes of a topic that refuses the
-// oversized rows appendPoisoned appends.
-var smallMessages = map[string]*string{"max.message.bytes": ptr("4096")}
-
-func ptr[T any](v T) *T { return &v }
-
-// appendPoisoned appends seq 1..upTo of poison, seq 2 of it larger than
-// the topic takes, then seq 1..perKey of every other key, and returns the
-// oversized row's id.
-func appendPoisoned(t *testing.T, pool *pgxpool.Pool, wr outbox.Writer, poison string, upTo int, others []string, perKey int) int64 {
-	t.Helper()
-	var bad int64
-	for seq := 1; seq <= upTo; seq++ {
-		pad := 0
-		if seq == 2 {
-			pad = 8000
-		}
-		id, err := relaytest.TryAppendWith(pool, wr, poison, seq, pad)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if seq == 2 {
-			bad = id
-		}
-	}
-	for seq := 1; seq <= perKey; seq++ {
-		relaytest.AppendEach(t, pool, wr, others, seq)
-	}
-	return bad
-}
-
 func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t *testing.T) {
 	k := testkit.NewKafka(t)
 	pool := walPool(t)
-	wr, topic := relaytest.WALTopic(t, k, 2, smallMessages)
+	wr, topic := relaytest.WALTopic(t, k, 2, relaytest.SmallMessages)
 	startWAL(t, pool, parkingWAL(k))
-	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
-	bad := appendPoisoned(t, pool, wr, poison, 4, others, 10)
-
-	ctx := context.Background()
+	p := relaytest.AppendPoisoned(4, 10, func(key string, seq, pad int) int64 {
+		return relaytest.AppendWith(t, pool, wr, key, seq, pad)
+	})
 	check := relaytest.NewChecker(t, k.Brokers, topic)
-	check.WaitAll(others, 10, 60*time.Second)
-	relaytest.WaitParked(t, pool, bad, 3, 2)
-	// The key waits behind its parked row: seq 1 went, 3 and 4 did not.
-	check.HeldAt(poison, 1, time.Second)
-
-	if err := outbox.Skip(ctx, pool, bad, "too large for the topic; re-emitted by hand"); err != nil {
-		t.Fatal(err)
-	}
-	check.Skipped(poison, 2)
-	check.WaitAll([]string{poison}, 4, 30*time.Second)
+	p.ParkedThenSkipped(t, pool, check)
 	// The key flows through the stream again.
-	relaytest.AppendEach(t, pool, wr, []string{poison}, 5)
-	check.WaitAll([]string{poison}, 5, 30*time.Second)
+	relaytest.AppendEach(t, pool, wr, []string{p.Key}, 5)
+	check.WaitAll([]string{p.Key}, 5, 30*time.Second)
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -237,25 +195,13 @@ func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey
 func TestWALRelayParksARefusedRowPendingBeforeItsSlotExistedAndMarksOnlyAcknowledgedRows(t *testing.T) {
 	k := testkit.NewKafka(t)
 	pool := walPool(t)
-	wr, topic := relaytest.WALTopic(t, k, 2, smallMessages)
+	wr, topic := relaytest.WALTopic(t, k, 2, relaytest.SmallMessages)
 	// Every row predates the slot: the relay publishes them from the table.
-	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
-	bad := appendPoisoned(t, pool, wr, poison, 3, others, 3)
+	p := relaytest.AppendPoisoned(3, 3, func(key string, seq, pad int) int64 {
+		return relaytest.AppendWith(t, pool, wr, key, seq, pad)
+	})
 	startWAL(t, pool, parkingWAL(k))
-
-	ctx := context.Background()
-	check := relaytest.NewChecker(t, k.Brokers, topic)
-	check.WaitAll(others, 3, 60*time.Second)
-	relaytest.WaitParked(t, pool, bad, 3, 1)
-	check.HeldAt(poison, 1, time.Second)
-	if err := outbox.Skip(ctx, pool, bad, "too large for the topic"); err != nil {
-		t.Fatal(err)
-	}
-	check.Skipped(poison, 2)
-	check.WaitAll([]string{poison}, 3, 30*time.Second)
-	if errs := check.Errors(); len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	p.ParkedThenSkipped(t, pool, relaytest.NewChecker(t, k.Brokers, topic))
 }
 
 // receivedRows is concord_relay_wal_received_rows_total in reg.

@@ -460,6 +460,17 @@ func WALTopic(t testing.TB, k *testkit.Kafka, partitions int32, configs map[stri
 	return outbox.Writer{TopicPrefix: prefix}, topic
 }
 
+// AppendWith appends one event with w (the services' path), returning the
+// row id.
+func AppendWith(t testing.TB, pool *pgxpool.Pool, w outbox.Writer, key string, seq, pad int) int64 {
+	t.Helper()
+	id, err := TryAppendWith(pool, w, key, seq, pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // TryAppendWith appends one event with w (the services' path), returning
 // the row id.
 func TryAppendWith(pool *pgxpool.Pool, w outbox.Writer, key string, seq, pad int) (int64, error) {
@@ -503,9 +514,7 @@ func DropSlotAtEnd(t testing.TB, pool *pgxpool.Pool, slot string) {
 func AppendEach(t testing.TB, pool *pgxpool.Pool, w outbox.Writer, keys []string, seq int) {
 	t.Helper()
 	for _, key := range keys {
-		if _, err := TryAppendWith(pool, w, key, seq, 0); err != nil {
-			t.Fatal(err)
-		}
+		AppendWith(t, pool, w, key, seq, 0)
 	}
 }
 
@@ -520,36 +529,84 @@ func WaitAllPublished(t testing.TB, pool *pgxpool.Pool, timeout time.Duration) {
 	})
 }
 
-// WaitParked waits until row id is the only parked row of the outbox, not
-// marked published, parked after attempts attempts the broker refused as
-// too large, with waiting later rows of its key held back behind it.
-func WaitParked(t testing.TB, pool *pgxpool.Pool, id int64, attempts, waiting int) {
+// Poisoned is a key whose seq 2 its topic refuses as too large (a
+// max.message.bytes of 4096, see SmallMessages) and keys that flow, for
+// the tests of parked rows.
+type Poisoned struct {
+	Key    string
+	Seqs   int   // seq 1..Seqs of Key are appended
+	Bad    int64 // the row of seq 2 of Key
+	Others []string
+	PerKey int // seq 1..PerKey of every other key are appended
+}
+
+// SmallMessages is the topic config that refuses Poisoned's seq 2.
+var SmallMessages = map[string]*string{"max.message.bytes": ptr("4096")}
+
+func ptr[T any](v T) *T { return &v }
+
+// AppendPoisoned appends seq 1..seqs of a new key, seq 2 of it larger
+// than SmallMessages lets through, then seq 1..perKey of five other keys,
+// each with add (which appends one event and returns its row id).
+func AppendPoisoned(seqs, perKey int, add func(key string, seq, pad int) int64) Poisoned {
+	p := Poisoned{Key: Keys(1)[0], Seqs: seqs, Others: Keys(5), PerKey: perKey}
+	for seq := 1; seq <= seqs; seq++ {
+		pad := 0
+		if seq == 2 {
+			pad = 8000
+		}
+		if id := add(p.Key, seq, pad); seq == 2 {
+			p.Bad = id
+		}
+	}
+	for seq := 1; seq <= perKey; seq++ {
+		for _, k := range p.Others {
+			add(k, seq, 0)
+		}
+	}
+	return p
+}
+
+// ParkedThenSkipped checks what a relay with MaxAttempts 3 does with p:
+// the other keys flow; the oversized row is parked after three refusals
+// and never marked published, and its key's later rows wait behind it;
+// once an operator skips it, they reach Kafka in order.
+func (p Poisoned) ParkedThenSkipped(t testing.TB, pool *pgxpool.Pool, check *Checker) {
 	t.Helper()
 	ctx := context.Background()
+	check.WaitAll(p.Others, p.PerKey, 60*time.Second)
+	waiting := p.Seqs - 2
 	WaitFor(t, 30*time.Second, "the oversized row parked, not marked published", func() error {
-		if n := Count(t, pool, "select count(*) from outbox where id = $1 and published_at is not null", id); n != 0 {
-			return fmt.Errorf("row %d marked published though Kafka never acknowledged it", id)
+		if n := Count(t, pool, "select count(*) from outbox where id = $1 and published_at is not null", p.Bad); n != 0 {
+			return fmt.Errorf("row %d marked published though Kafka never acknowledged it", p.Bad)
 		}
 		parked, err := outbox.Parked(ctx, pool)
 		if err != nil {
 			return err
 		}
-		if len(parked) != 1 || parked[0].ID != id {
-			return fmt.Errorf("parked rows %+v, want row %d alone", parked, id)
+		if len(parked) != 1 || parked[0].ID != p.Bad {
+			return fmt.Errorf("parked rows %+v, want row %d alone", parked, p.Bad)
 		}
-		if p := parked[0]; p.Attempts != attempts || !strings.Contains(p.LastError, "MESSAGE_TOO_LARGE") || p.Waiting != waiting {
-			return fmt.Errorf("parked row %+v: want %d attempts, MESSAGE_TOO_LARGE, %d rows waiting", p, attempts, waiting)
+		if r := parked[0]; r.Attempts != 3 || !strings.Contains(r.LastError, "MESSAGE_TOO_LARGE") || r.Waiting != waiting {
+			return fmt.Errorf("parked row %+v: want 3 attempts, MESSAGE_TOO_LARGE, %d rows waiting", r, waiting)
 		}
 		return nil
 	})
-}
+	// Seq 1 went; the rows after the parked one did not.
+	check.Poll(time.Second)
+	if got := check.Seq(p.Key); got != 1 {
+		t.Fatalf("key %s reached seq %d in Kafka while its seq 2 is parked; want 1", p.Key, got)
+	}
+	if n := Count(t, pool, "select count(*) from outbox where partition_key = $1 and published_at is null", p.Key); n != waiting+1 {
+		t.Fatalf("%d rows of the parked key pending, want %d", n, waiting+1)
+	}
 
-// HeldAt reads the topic for d and fails the test if key got past seq
-// there (a row of the key after seq is parked or locked elsewhere).
-func (c *Checker) HeldAt(key string, seq int, d time.Duration) {
-	c.t.Helper()
-	c.Poll(d)
-	if got := c.Seq(key); got != seq {
-		c.t.Fatalf("key %s reached seq %d in Kafka while its seq %d is held back; want %d", key, got, seq+1, seq)
+	if err := outbox.Skip(ctx, pool, p.Bad, "too large for the topic; re-emitted by hand"); err != nil {
+		t.Fatal(err)
+	}
+	check.Skipped(p.Key, 2)
+	check.WaitAll([]string{p.Key}, p.Seqs, 30*time.Second)
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
 	}
 }
