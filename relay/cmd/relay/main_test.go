@@ -56,8 +56,7 @@ func TestRelayKilledMidBatchThenRestartedLosesNothingAndKeepsKeyOrder(t *testing
 }
 
 // killWhilePublishingThenRestart kills relay first once it has marked
-// 1000 rows published, starts another with args, and checks that every
-// key's perKey events reach Kafka in order and every row ends up marked.
+// 1000 rows published, then restartAndCheck.
 func killWhilePublishingThenRestart(t *testing.T, first *proc.Process, url string, k *testkit.Kafka,
 	topic string, keys []string, perKey int, args []string) {
 	t.Helper()
@@ -74,14 +73,21 @@ func killWhilePublishingThenRestart(t *testing.T, first *proc.Process, url strin
 		t.Fatal("the relay finished before it was killed; the test proves nothing")
 	}
 	t.Logf("killed with %d rows not marked published", left)
+	restartAndCheck(t, url, k, topic, keys, perKey, args)
+}
 
+// restartAndCheck starts a relay with args after another was killed, and
+// checks that every key's perKey events reach Kafka in order and every row
+// ends up marked published.
+func restartAndCheck(t *testing.T, url string, k *testkit.Kafka, topic string, keys []string, perKey int, args []string) {
+	t.Helper()
 	relaytest.StartRelay(t, "relay-2", url, k.Brokers, args...)
 	check := relaytest.NewChecker(t, k.Brokers, topic)
 	check.WaitAll(keys, perKey, 120*time.Second)
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	relaytest.WaitAllPublished(t, pool, 30*time.Second)
+	relaytest.WaitAllPublished(t, testkit.Pool(t, url), 30*time.Second)
 	t.Logf("%s", check.Summary(keys, perKey))
 }
 

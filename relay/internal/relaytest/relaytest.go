@@ -53,11 +53,12 @@ func Data(key string, seq int, pad int) contract.OrderCreatedV2 {
 // notifies once per chunk. It returns the rows in id order.
 func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey, pad int) {
 	t.Helper()
-	FillChunked(t, pool, topic, keys, perKey, pad, 5000)
+	FillSeqs(t, pool, topic, keys, 1, perKey, pad, 5000)
 }
 
-// FillChunked is Fill committing every chunk rows in its own transaction.
-func FillChunked(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey, pad, chunk int) {
+// FillSeqs is Fill with seq from..to of every key, committing every chunk
+// rows in its own transaction.
+func FillSeqs(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, from, to, pad, chunk int) {
 	t.Helper()
 	ctx := context.Background()
 	var recs [][]any
@@ -77,7 +78,7 @@ func FillChunked(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, 
 		}
 		recs = recs[:0]
 	}
-	for seq := 1; seq <= perKey; seq++ {
+	for seq := from; seq <= to; seq++ {
 		for _, k := range keys {
 			_, rec, err := outbox.Prepare(outbox.Event{Payload: Data(k, seq, pad)})
 			if err != nil {
