@@ -74,6 +74,9 @@ func StartPrivatePostgres() (*PrivatePostgres, error) {
 	}
 	p := &PrivatePostgres{dir: dir}
 	if err := p.initAndStart(bin, cred, uid, gid); err != nil {
+		if p.proc != nil { // its log goes with its directory
+			err = fmt.Errorf("%w\n%s", err, p.proc.LogTail(3000))
+		}
 		p.Close()
 		return nil, err
 	}
