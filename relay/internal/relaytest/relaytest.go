@@ -1,6 +1,7 @@
 // Package relaytest holds the relay's integration-test helpers: filling an
 // outbox with sequenced events, consuming a topic while checking per-key
-// order, and running the relay binary as a real process.
+// order, the parked-row scenario both relay modes are tested with, and
+// running the relay binary as a real process.
 package relaytest
 
 import (
