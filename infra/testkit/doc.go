@@ -8,7 +8,10 @@
 //     when the test ends.
 //   - Private instances (PrivateKafka, PrivatePostgres) on free ports for tests
 //     that stop, kill or restart the broker or the database, so packages running
-//     in parallel against the shared stack are never disturbed.
+//     in parallel against the shared stack are never disturbed; and one
+//     private PostgreSQL per test binary (PackagePostgresURL) for tests that
+//     the shared server's other users must not delay, such as those creating
+//     logical replication slots.
 //   - Child processes (package proc): start a binary with its arguments and
 //     environment, its output in a log, wait until it is ready, pause it
 //     (SIGSTOP/SIGCONT), kill it (SIGKILL), stop it gracefully, restart it.

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +29,7 @@ import (
 type PrivatePostgres struct {
 	URL  string // admin URL (database postgres)
 	Port int
+	dir  string // data directory, socket and log
 	cmd  proc.Command
 	proc *proc.Process
 }
@@ -36,56 +39,102 @@ type PrivatePostgres struct {
 // /usr/lib/postgresql/*/bin), which infra/local/up installs.
 func NewPrivatePostgres(t testing.TB) *PrivatePostgres {
 	t.Helper()
+	p, err := StartPrivatePostgres()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log (tail):\n%s", p.cmd.Name, p.proc.LogTail(4000))
+		}
+		p.Close()
+	})
+	return p
+}
+
+// StartPrivatePostgres initialises and starts a private server outside any
+// one test (see PackagePostgresURL); the caller removes it with Close.
+func StartPrivatePostgres() (*PrivatePostgres, error) {
 	bin := os.Getenv("CONCORD_PG_BIN")
 	if bin == "" {
 		dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 		sort.Strings(dirs)
 		if len(dirs) == 0 {
-			t.Fatal("no PostgreSQL server binaries: run infra/local/up (it installs them) or set CONCORD_PG_BIN")
+			return nil, errors.New("no PostgreSQL server binaries: run infra/local/up (it installs them) or set CONCORD_PG_BIN")
 		}
 		bin = dirs[len(dirs)-1]
 	}
 	cred, uid, gid, err := postgresCredential()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "concord-pg-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := &PrivatePostgres{dir: dir}
+	if err := p.initAndStart(bin, cred, uid, gid); err != nil {
+		if p.proc != nil { // its log goes with its directory
+			err = fmt.Errorf("%w\n%s", err, p.proc.LogTail(3000))
+		}
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *PrivatePostgres) initAndStart(bin string, cred *syscall.Credential, uid, gid int) error {
 	if uid >= 0 {
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
+		if err := os.Chown(p.dir, uid, gid); err != nil {
+			return err
 		}
 	}
-	data := filepath.Join(dir, "data")
+	data := filepath.Join(p.dir, "data")
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+		return fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	port := freePorts(t, 1)[0]
-	p := &PrivatePostgres{
-		Port: port,
-		URL:  fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		cmd: proc.Command{
-			Name: "postgres",
-			Path: filepath.Join(bin, "postgres"),
-			Args: []string{"-D", data, "-p", fmt.Sprint(port), "-k", dir,
-				"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"},
-			Log:        filepath.Join(dir, "postgres.log"),
-			Credential: cred,
-		},
+	ports, err := kit.FreePorts(1)
+	if err != nil {
+		return err
 	}
-	p.Start(t)
-	return p
+	p.Port = ports[0]
+	p.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
+	p.cmd = proc.Command{
+		Name: "postgres",
+		Path: filepath.Join(bin, "postgres"),
+		Args: []string{"-D", data, "-p", fmt.Sprint(p.Port), "-k", p.dir,
+			"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200",
+			// The WAL relay's tests stream from a logical replication slot.
+			"-c", "wal_level=logical"},
+		Log:        filepath.Join(p.dir, "postgres.log"),
+		Credential: cred,
+	}
+	if p.proc, err = proc.Run(p.cmd); err != nil {
+		return err
+	}
+	return p.waitUp()
+}
+
+// Close kills the server and removes its files.
+func (p *PrivatePostgres) Close() {
+	if p.proc != nil {
+		p.proc.Kill()
+	}
+	os.RemoveAll(p.dir)
 }
 
 // Start starts (or restarts) the server and waits until it accepts connections.
 func (p *PrivatePostgres) Start(t testing.TB) {
 	t.Helper()
 	p.proc = startOrRestart(t, p.proc, p.cmd)
+	if err := p.waitUp(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *PrivatePostgres) waitUp() error {
 	err := p.proc.WaitFor(context.Background(), 60*time.Second, "accepting connections", func(ctx context.Context) error {
 		c, err := pgx.Connect(ctx, p.URL)
 		if err != nil {
@@ -94,8 +143,9 @@ func (p *PrivatePostgres) Start(t testing.TB) {
 		return c.Close(ctx)
 	})
 	if err != nil {
-		t.Fatalf("private postgres did not come up: %v", err)
+		return fmt.Errorf("private postgres did not come up: %w", err)
 	}
+	return nil
 }
 
 // Stop shuts the server down fast (SIGINT: aborts sessions, clean checkpoint).
@@ -110,6 +160,59 @@ func (p *PrivatePostgres) Stop(t testing.TB) {
 func (p *PrivatePostgres) Kill(t testing.TB) {
 	t.Helper()
 	p.proc.Kill()
+}
+
+// packagePostgres is the private server of PackagePostgresURL, started at
+// its first call in a test binary and closed by MainWithPrivatePostgres.
+var packagePostgres struct {
+	mu      sync.Mutex
+	inMain  bool
+	started bool
+	pg      *PrivatePostgres
+	err     error
+}
+
+// MainWithPrivatePostgres is the TestMain of a package whose tests use
+// PackagePostgresURL: it runs the tests, then removes the server if one
+// was started.
+func MainWithPrivatePostgres(m *testing.M) {
+	packagePostgres.mu.Lock()
+	packagePostgres.inMain = true
+	packagePostgres.mu.Unlock()
+	code := m.Run()
+	packagePostgres.mu.Lock()
+	if packagePostgres.pg != nil {
+		packagePostgres.pg.Close()
+	}
+	packagePostgres.mu.Unlock()
+	os.Exit(code)
+}
+
+// PackagePostgresURL returns the admin URL of a private server (wal_level
+// logical) shared by the tests of one test binary, for tests that no other
+// package's work on the shared server may delay: creating a logical
+// replication slot waits until every transaction running on the whole
+// server has ended, and the packages testing in parallel on the shared
+// server hold theirs open for seconds. The tests of one package run one
+// after the other (unless they call t.Parallel, which such tests must
+// not), so a test sees no transactions on it but its own. Each test still
+// takes a fresh database (NewDatabase). The package's TestMain must be
+// MainWithPrivatePostgres.
+func PackagePostgresURL(t testing.TB) string {
+	t.Helper()
+	packagePostgres.mu.Lock()
+	defer packagePostgres.mu.Unlock()
+	if !packagePostgres.inMain {
+		t.Fatal("PackagePostgresURL needs the package's TestMain to be testkit.MainWithPrivatePostgres (it removes the server)")
+	}
+	if !packagePostgres.started {
+		packagePostgres.started = true
+		packagePostgres.pg, packagePostgres.err = StartPrivatePostgres()
+	}
+	if packagePostgres.err != nil {
+		t.Fatal(packagePostgres.err)
+	}
+	return packagePostgres.pg.URL
 }
 
 // PrivateKafka is a single-node KRaft broker of the test's own, on free

@@ -3,6 +3,7 @@ package testkit_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,34 @@ import (
 
 	"github.com/concordhq/concord/infra/testkit"
 )
+
+func TestMain(m *testing.M) { testkit.MainWithPrivatePostgres(m) }
+
+// The package's private server outlives the test that started it, is the
+// same for every test of the binary, is not the shared server, and can
+// stream logical replication.
+func TestPackagePostgresIsOneServerOfItsOwnWithLogicalWAL(t *testing.T) {
+	var urls []string
+	for _, name := range []string{"first", "second"} {
+		t.Run(name, func(t *testing.T) {
+			url := testkit.PackagePostgresURL(t)
+			var level string
+			if err := testkit.Pool(t, url).QueryRow(context.Background(), "show wal_level").Scan(&level); err != nil {
+				t.Fatal(err)
+			}
+			if level != "logical" {
+				t.Fatalf("wal_level %s, want logical", level)
+			}
+			urls = append(urls, url)
+		})
+	}
+	if len(urls) != 2 || urls[0] != urls[1] {
+		t.Fatalf("package servers %v, want one", urls)
+	}
+	if urls[0] == os.Getenv("CONCORD_POSTGRES_URL") {
+		t.Fatalf("the package server is the shared one: %s", urls[0])
+	}
+}
 
 func TestKafkaChoiceRefusesKfakeUnderCI(t *testing.T) {
 	noDocker := func() bool { return false }

@@ -48,29 +48,42 @@ func pipelinedPool(t *testing.T, url string) *pgxpool.Pool {
 // startRelay runs an in-process relay until the test ends and returns it.
 func startRelay(t *testing.T, cfg publisher.Config) *publisher.Relay {
 	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
+	testDefaults(t, &cfg)
 	if cfg.RebalanceInterval == 0 {
 		cfg.RebalanceInterval = 200 * time.Millisecond
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 200 * time.Millisecond
 	}
 	r, err := publisher.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntilEnd(t, "relay", r.Run)
+	return r
+}
+
+// testDefaults fills what the tests leave zero: logs go to the test's log,
+// and keys held back are looked at often.
+func testDefaults(t *testing.T, cfg *publisher.Config) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
+}
+
+// runUntilEnd runs run on its own goroutine; when the test ends it cancels
+// run's context, waits for it to return and fails the test on its error.
+func runUntilEnd(t *testing.T, what string, run func(context.Context) error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("relay run: %v", err)
+			t.Errorf("%s run: %v", what, err)
 		}
 	})
-	return r
 }
 
 type testWriter struct{ t *testing.T }
@@ -90,12 +103,7 @@ func TestRelayPublishesEveryRowWithItsHeadersInPerKeyOrder(t *testing.T) {
 
 	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys, 20, 60*time.Second)
-	relaytest.WaitFor(t, 10*time.Second, "all rows marked published", func() error {
-		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d rows unpublished", n)
-		}
-		return nil
-	})
+	relaytest.WaitAllPublished(t, pool, 10*time.Second)
 
 	// One record through the services' path: headers say what the consumer needs.
 	id := relaytest.Append(t, pool, topic, keys[0], 21, 0)
@@ -252,12 +260,7 @@ func TestRelayHoldsAKeyBehindARowLockedByAnotherBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	check.WaitAll([]string{key}, 5, 30*time.Second)
-	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
-		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d rows pending", n)
-		}
-		return nil
-	})
+	relaytest.WaitAllPublished(t, pool, 30*time.Second)
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -270,54 +273,17 @@ func TestRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey(t 
 	pool := migrated(t, testkit.NewPool(t))
 	topic := testkit.UniqueName(t, "refuse")
 	adm := k.Admin(t)
-	limit := "4096"
-	ctx := context.Background()
-	if resp, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"max.message.bytes": &limit}, topic); err != nil || resp.Err != nil {
+	if resp, err := adm.CreateTopic(context.Background(), 2, 1, relaytest.SmallMessages, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic) })
 
-	poison, others := relaytest.Keys(1)[0], relaytest.Keys(5)
-	relaytest.Append(t, pool, topic, poison, 1, 0)
-	bad := relaytest.Append(t, pool, topic, poison, 2, 8000) // over the topic's 4096 bytes
-	relaytest.Append(t, pool, topic, poison, 3, 0)
-	relaytest.Append(t, pool, topic, poison, 4, 0)
-	relaytest.Fill(t, pool, topic, others, 10, 0)
+	p := relaytest.AppendPoisoned(4, 10, func(key string, seq, pad int) int64 {
+		return relaytest.Append(t, pool, topic, key, seq, pad)
+	})
 	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Shards: 4,
 		MaxAttempts: 3, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
-
-	check := relaytest.NewChecker(t, k, topic)
-	check.WaitAll(others, 10, 60*time.Second)
-	relaytest.WaitFor(t, 30*time.Second, "the oversized row parked", func() error {
-		parked, err := outbox.Parked(ctx, pool)
-		if err != nil {
-			return err
-		}
-		if len(parked) != 1 || parked[0].ID != bad {
-			return fmt.Errorf("parked rows %+v", parked)
-		}
-		if p := parked[0]; p.Attempts != 3 || !strings.Contains(p.LastError, "MESSAGE_TOO_LARGE") || p.Waiting != 2 {
-			return fmt.Errorf("parked row %+v: want 3 attempts, MESSAGE_TOO_LARGE, 2 rows waiting", p)
-		}
-		return nil
-	})
-	// The key waits behind its parked row: seq 1 went, 3 and 4 did not.
-	check.Poll(time.Second)
-	if got := check.Seq(poison); got != 1 {
-		t.Fatalf("poison key reached seq %d while its seq 2 is parked; want 1", got)
-	}
-	if n := relaytest.Count(t, pool, "select count(*) from outbox where partition_key = $1 and published_at is null", poison); n != 3 {
-		t.Fatalf("%d rows of the parked key pending, want 3", n)
-	}
-
-	if err := outbox.Skip(ctx, pool, bad, "too large for the topic; re-emitted by hand"); err != nil {
-		t.Fatal(err)
-	}
-	check.Skipped(poison, 2)
-	check.WaitAll([]string{poison}, 4, 30*time.Second)
-	if errs := check.Errors(); len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	p.ParkedThenSkipped(t, pool, relaytest.NewChecker(t, k, topic))
 }
 
 func TestRelayLosesNothingWhenTheBrokerStopsForTenSeconds(t *testing.T) {
@@ -351,12 +317,7 @@ func TestRelayLosesNothingWhenTheBrokerStopsForTenSeconds(t *testing.T) {
 	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys[5:], 20, 90*time.Second)
 	check.WaitAll(keys[:5], seq, 60*time.Second)
-	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
-		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d rows pending", n)
-		}
-		return nil
-	})
+	relaytest.WaitAllPublished(t, pool, 30*time.Second)
 	if n := relaytest.Count(t, pool, "select count(*) from outbox where parked_at is not null"); n != 0 {
 		t.Fatalf("%d rows parked by a broker outage; transient failures must not park", n)
 	}
@@ -398,12 +359,7 @@ func TestRelayReconnectsAfterPostgresRestarts(t *testing.T) {
 		})
 	}
 	check.WaitAll(keys, 11, 60*time.Second)
-	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
-		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d rows pending", n)
-		}
-		return nil
-	})
+	relaytest.WaitAllPublished(t, pool, 30*time.Second)
 }
 
 func TestRelayCleanupDeletesOldPublishedRowsInSmallBatches(t *testing.T) {

@@ -3,18 +3,26 @@
 //
 //   - relay throughput: a backlog of --events rows (1 KiB payloads) drained
 //     by one in-process relay, in events/s;
+//
 //   - commit-to-ack latency (p50, p99) at a fixed offered load of --rate
 //     events/s appended through outbox.Append, one event per transaction;
+//
 //   - Kafka ceiling: raw franz-go produce of the same records with the
 //     relay's producer options;
+//
 //   - database ceiling: a raw SELECT … FOR UPDATE SKIP LOCKED + mark loop
 //     over the same rows at the relay's batch size.
 //
-// It creates its own database and topic and drops them at the end.
+//   - the same backlog and offered load through relay --mode wal (logical
+//     replication), printed beside the poll mode.
+//
+// It creates its own database, topic and replication slot and drops them at
+// the end.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -87,7 +95,14 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	topic := "relay-bench-" + uuid.NewString()[:8]
+	// The topic is a prefix plus the events' catalog topic, so rows appended
+	// through outbox.Writer carry it as inserted (what the WAL relay reads).
+	writer := outbox.Writer{TopicPrefix: "relay-bench-" + uuid.NewString()[:8] + "."}
+	_, probe, err := writer.Prepare(outbox.Event{Payload: relaytest.Data(uuid.NewString(), 0, 0)})
+	if err != nil {
+		return err
+	}
+	topic := probe.Topic
 	if err := publisher.CreateTopics(ctx, adm, int32(*partitions), 1, topic); err != nil {
 		return err
 	}
@@ -141,13 +156,143 @@ func run(ctx context.Context, args []string) error {
 	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
 		return err
 	}
-	p50, p99, n, err := latency(ctx, cfg, pool, topic, *rate, *rateFor, *payload)
+	p50, p99, n, err := latency(ctx, pollRunner(cfg), pool, writer, *rate, *rateFor, *payload)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("  relay            commit-to-ack at %d events/s offered (%d events): p50 %s  p99 %s (target p99 <= 100ms)\n",
 		*rate, n, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
+
+	// WAL mode: the same backlog, appended while the slot exists and the
+	// relay is stopped, then drained; and the same offered load.
+	wcfg := publisher.WALConfig{Config: cfg, Slot: "relay_bench_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")}
+	wcfg.Publication = wcfg.Slot
+	walRate, err := walDrain(ctx, wcfg, pool, rows)
+	defer dropSlot(pool, wcfg.Slot)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  relay --mode wal backlog drained:                             %9.0f events/s (%.2f x poll mode; target >= 60000 and >= 1.4 x)\n",
+		walRate, walRate/relayRate)
+	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
+		return err
+	}
+	p50, p99, n, err = latency(ctx, walRunner(wcfg), pool, writer, *rate, *rateFor, *payload)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  relay --mode wal commit-to-ack at %d events/s offered (%d events): p50 %s  p99 %s (target p99 <= 10ms)\n",
+		*rate, n, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
 	return nil
+}
+
+// runner is a relay of either mode, started and ready.
+type runner func(ctx context.Context, onAck func(string, time.Time, time.Time)) (run func(context.Context) error, ready func() bool, err error)
+
+func pollRunner(cfg publisher.Config) runner {
+	return func(ctx context.Context, onAck func(string, time.Time, time.Time)) (func(context.Context) error, func() bool, error) {
+		cfg.OnAck = onAck
+		r, err := publisher.New(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		shards := cfg.Shards
+		if shards <= 0 {
+			shards = publisher.DefaultShards
+		}
+		return r.Run, func() bool { return len(r.OwnedShards()) >= shards }, nil
+	}
+}
+
+func walRunner(cfg publisher.WALConfig) runner {
+	return func(ctx context.Context, onAck func(string, time.Time, time.Time)) (func(context.Context) error, func() bool, error) {
+		cfg.OnAck = onAck
+		w, err := publisher.NewWAL(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return w.Run, w.Streaming, nil
+	}
+}
+
+func dropSlot(pool *pgxpool.Pool, slot string) {
+	for range 100 {
+		_, err := pool.Exec(context.Background(), "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1", slot)
+		if err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // the walsender of the stopped relay is exiting
+	}
+}
+
+// walDrain creates the slot (a relay started until it streams), appends
+// the backlog in transactions of 5,000 rows with no relay running, then
+// starts a WAL relay and returns events/s until every row is acknowledged
+// and marked published.
+func walDrain(ctx context.Context, cfg publisher.WALConfig, pool *pgxpool.Pool, rows []outbox.Record) (float64, error) {
+	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
+		return 0, err
+	}
+	if err := runUntil(ctx, walRunner(cfg), nil, func() (bool, error) { return true, nil }); err != nil {
+		return 0, err
+	}
+	for i := 0; i < len(rows); i += 5000 {
+		vals := make([][]any, 0, 5000)
+		for _, r := range rows[i:min(i+5000, len(rows))] {
+			vals = append(vals, r.Values())
+		}
+		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"outbox"}, outbox.Columns, pgx.CopyFromRows(vals)); err != nil {
+			return 0, fmt.Errorf("load outbox: %w", err)
+		}
+	}
+	var acked atomic.Int64
+	var start time.Time
+	err := runUntil(ctx, walRunner(cfg), func(string, time.Time, time.Time) { acked.Add(1) }, func() (bool, error) {
+		if start.IsZero() {
+			start = time.Now()
+		}
+		if acked.Load() < int64(len(rows)) {
+			return false, nil
+		}
+		var pending bool
+		err := pool.QueryRow(ctx, "select exists (select 1 from outbox where published_at is null and skipped_at is null)").Scan(&pending)
+		return !pending, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(len(rows)) / time.Since(start).Seconds(), nil
+}
+
+// runUntil runs a relay, waits until it is ready, then polls done every
+// 20ms (5 minutes at most) and stops the relay.
+func runUntil(ctx context.Context, rn runner, onAck func(string, time.Time, time.Time), done func() (bool, error)) error {
+	run, ready, err := rn(ctx, onAck)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = run(rctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	deadline := time.Now().Add(5 * time.Minute)
+	for !ready() {
+		if time.Now().After(deadline) {
+			return errors.New("relay not ready within 5 minutes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errors.New("relay did not finish within 5 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func runtimeProcs() int { return runtimeGOMAXPROCS() }
@@ -345,25 +490,24 @@ func drain(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, total 
 	}
 }
 
-func latency(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, topic string, rate int, d time.Duration, size int) (p50, p99 time.Duration, n int, err error) {
+func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.Writer, rate int, d time.Duration, size int) (p50, p99 time.Duration, n int, err error) {
 	var mu sync.Mutex
 	var lat []time.Duration
-	cfg.OnAck = func(_ string, inserted, acked time.Time) {
+	run, ready, err := rn(ctx, func(_ string, inserted, acked time.Time) {
 		mu.Lock()
 		lat = append(lat, acked.Sub(inserted))
 		mu.Unlock()
-	}
-	r, err := publisher.New(cfg)
+	})
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = r.Run(rctx) }()
+	go func() { defer wg.Done(); _ = run(rctx) }()
 	defer func() { cancel(); wg.Wait() }()
-	// Wait for the relay to own its shards before offering load.
-	for len(r.OwnedShards()) < cfg.Shards && len(r.OwnedShards()) < publisher.DefaultShards {
+	// Wait for the relay to own its shards (or stream) before offering load.
+	for !ready() {
 		time.Sleep(10 * time.Millisecond)
 	}
 
@@ -383,11 +527,7 @@ func latency(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, topi
 			for i := range jobs {
 				key := keys[i%len(keys)]
 				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					env, err := outbox.Append(ctx, tx, outbox.Event{Payload: relaytest.Data(key, i, pad)})
-					if err != nil {
-						return err
-					}
-					_, err = tx.Exec(ctx, "update outbox set topic = $2 where event_id = $1", env.EventID, topic)
+					_, err := writer.Append(ctx, tx, outbox.Event{Payload: relaytest.Data(key, i, pad)})
 					return err
 				})
 				if err != nil {

@@ -72,6 +72,11 @@ func run(ctx context.Context, args []string) error {
 	topics := fs.String("topics", "RELAY_TOPICS", "", "comma-separated topics for --create-topics (default: every topic of the schema catalog)")
 	partitions := fs.Int("topic-partitions", "RELAY_TOPIC_PARTITIONS", 6, "partitions of topics created by --create-topics")
 	replication := fs.Int("topic-replication", "RELAY_TOPIC_REPLICATION", 1, "replication factor of topics created by --create-topics")
+	mode := fs.String("mode", "RELAY_MODE", "poll", "poll: read the outbox table in batches (SKIP LOCKED, shards); wal: stream the table's inserts through logical replication (pgoutput), one active instance per --slot")
+	slot := fs.String("slot", "RELAY_SLOT", publisher.DefaultSlot, "--mode wal: logical replication slot to stream from (created if missing; one instance streams at a time, the others wait for it)")
+	publication := fs.String("publication", "RELAY_PUBLICATION", publisher.DefaultPublication, "--mode wal: publication of the outbox table's inserts (created if missing)")
+	statusEvery := fs.Duration("status-interval", "RELAY_STATUS_INTERVAL", publisher.DefaultStatusInterval, "--mode wal: how often acknowledged rows are marked published and the slot's LSN confirmed")
+	startRetry := fs.Duration("slot-retry", "RELAY_SLOT_RETRY", publisher.DefaultStartRetry, "--mode wal: how often a standby instance tries to take the slot while another holds it")
 	grace := fs.Duration("shutdown-grace", "RELAY_SHUTDOWN_GRACE", 10*time.Second, "how long the HTTP server may take to close on SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,6 +89,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *shards < 1 || *workers < 1 || *batch < 1 || *cleanupBatch < 1 || *partitions < 1 || *replication < 1 {
 		return kit.Usagef("--shards, --workers, --batch-size, --cleanup-batch, --topic-partitions and --topic-replication must be at least 1")
+	}
+	if *mode != "poll" && *mode != "wal" {
+		return kit.Usagef("--mode %q: want poll or wal", *mode)
 	}
 	log, err := lf.NewLogger(os.Stderr, "relay")
 	if err != nil {
@@ -100,7 +108,10 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	// The ready check closes over r, set below before the server starts.
-	var r *publisher.Relay
+	var r interface {
+		Run(context.Context) error
+		Ready(context.Context) error
+	}
 	ops, err := kit.NewOpsServer(*httpAddr, func(ctx context.Context) error { return r.Ready(ctx) })
 	if err != nil {
 		return err
@@ -109,13 +120,19 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	kcfg := kf.Config()
-	r, err = publisher.New(publisher.Config{
+	cfg := publisher.Config{
 		Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
 		Shards: *shards, Workers: *workers, BatchSize: *batch, PollInterval: *poll, RebalanceInterval: *rebalance,
 		MaxAttempts: *maxAttempts, BackoffMin: *backoffMin, BackoffMax: *backoffMax, DeliveryTimeout: *delivery,
 		Linger: *linger, Compression: *compression, MaxMessageBytes: *maxBytes,
 		Retention: *retention, CleanupInterval: *cleanupEvery, CleanupBatch: *cleanupBatch, MetricsInterval: *metricsEvery,
-	})
+	}
+	if *mode == "wal" {
+		r, err = publisher.NewWAL(publisher.WALConfig{Config: cfg, Slot: *slot, Publication: *publication,
+			StatusInterval: *statusEvery, StartRetry: *startRetry})
+	} else {
+		r, err = publisher.New(cfg)
+	}
 	if err != nil {
 		return kit.UsageError{Err: err}
 	}

@@ -18,9 +18,20 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 )
 
+// The WAL relay's tests create replication slots on a private server of
+// this package's own (newWALOutbox): see testkit.PackagePostgresURL.
+func TestMain(m *testing.M) { testkit.MainWithPrivatePostgres(m) }
+
+// newOutbox creates a fresh database with the outbox on the shared server
+// and returns its URL and a count(*) query on it.
 func newOutbox(t *testing.T) (string, func(q string, args ...any) int) {
 	t.Helper()
-	url := testkit.NewDatabase(t, testkit.PostgresURL(t))
+	return newOutboxOn(t, testkit.PostgresURL(t))
+}
+
+func newOutboxOn(t *testing.T, adminURL string) (string, func(q string, args ...any) int) {
+	t.Helper()
+	url := testkit.NewDatabase(t, adminURL)
 	pool := testkit.Pool(t, url)
 	if err := outbox.Migrate(context.Background(), pool); err != nil {
 		t.Fatal(err)
@@ -31,7 +42,7 @@ func newOutbox(t *testing.T) (string, func(q string, args ...any) int) {
 
 func TestRelayKilledMidBatchThenRestartedLosesNothingAndKeepsKeyOrder(t *testing.T) {
 	k := testkit.NewKafka(t)
-	url, count := newOutbox(t)
+	url, _ := newOutbox(t)
 	pool := testkit.Pool(t, url)
 	topic := k.CreateTopic(t, "kill9", 4)
 	keys := relaytest.Keys(100)
@@ -41,28 +52,42 @@ func TestRelayKilledMidBatchThenRestartedLosesNothingAndKeepsKeyOrder(t *testing
 	// Small batches and one worker, so the kill lands between produce and mark.
 	args := []string{"--batch-size", "200", "--workers", "1", "--shards", "8"}
 	first := relaytest.StartRelay(t, "relay-1", url, k, args...)
+	killWhilePublishingThenRestart(t, first, url, k, topic, keys, perKey, args)
+}
+
+// killWhilePublishingThenRestart kills relay first once it has marked
+// 1000 rows published, then restartAndCheck.
+func killWhilePublishingThenRestart(t *testing.T, first *proc.Process, url string, k *testkit.Kafka,
+	topic string, keys []string, perKey int, args []string) {
+	t.Helper()
+	pool := testkit.Pool(t, url)
 	relaytest.WaitFor(t, 60*time.Second, "relay publishing", func() error {
-		if n := count("select count(*) from outbox where published_at is not null"); n < 1000 {
+		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is not null"); n < 1000 {
 			return fmt.Errorf("%d published", n)
 		}
 		return nil
 	})
 	first.Kill()
-	left := count("select count(*) from outbox where published_at is null")
+	left := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null")
 	if left == 0 {
 		t.Fatal("the relay finished before it was killed; the test proves nothing")
 	}
-	t.Logf("killed with %d rows pending", left)
+	t.Logf("killed with %d rows not marked published", left)
+	restartAndCheck(t, url, k, topic, keys, perKey, args)
+}
 
+// restartAndCheck starts a relay with args after another was killed, and
+// checks that every key's perKey events reach Kafka in order and every row
+// ends up marked published.
+func restartAndCheck(t *testing.T, url string, k *testkit.Kafka, topic string, keys []string, perKey int, args []string) {
+	t.Helper()
 	relaytest.StartRelay(t, "relay-2", url, k, args...)
 	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys, perKey, 120*time.Second)
-	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
-		if n := count("select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d pending", n)
-		}
-		return nil
-	})
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	relaytest.WaitAllPublished(t, testkit.Pool(t, url), 30*time.Second)
 	t.Logf("%s", check.Summary(keys, perKey))
 }
 
@@ -112,12 +137,7 @@ func TestThreeRelaysKeepPerKeyOrderAndTakeOverTheShardsOfOneKilled(t *testing.T)
 	})
 	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys, perKey, 150*time.Second)
-	relaytest.WaitFor(t, 30*time.Second, "every row marked published", func() error {
-		if n := count("select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d pending", n)
-		}
-		return nil
-	})
+	relaytest.WaitAllPublished(t, pool, 30*time.Second)
 	t.Logf("%s", check.Summary(keys, perKey))
 	for _, r := range relays[1:] {
 		err := r.Stop(syscall.SIGTERM, 30*time.Second)

@@ -1,6 +1,7 @@
 // Package relaytest holds the relay's integration-test helpers: filling an
 // outbox with sequenced events, consuming a topic while checking per-key
-// order, and running the relay binary as a real process.
+// order, the parked-row scenario both relay modes are tested with, and
+// running the relay binary as a real process.
 package relaytest
 
 import (
@@ -53,6 +54,13 @@ func Data(key string, seq int, pad int) contract.OrderCreatedV2 {
 // notifies once per chunk. It returns the rows in id order.
 func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey, pad int) {
 	t.Helper()
+	FillSeqs(t, pool, topic, keys, 1, perKey, pad, 5000)
+}
+
+// FillSeqs is Fill with seq from..to of every key, committing every chunk
+// rows in its own transaction.
+func FillSeqs(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, from, to, pad, chunk int) {
+	t.Helper()
 	ctx := context.Background()
 	var recs [][]any
 	flush := func() {
@@ -71,7 +79,7 @@ func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey,
 		}
 		recs = recs[:0]
 	}
-	for seq := 1; seq <= perKey; seq++ {
+	for seq := from; seq <= to; seq++ {
 		for _, k := range keys {
 			_, rec, err := outbox.Prepare(outbox.Event{Payload: Data(k, seq, pad)})
 			if err != nil {
@@ -79,7 +87,7 @@ func Fill(t testing.TB, pool *pgxpool.Pool, topic string, keys []string, perKey,
 			}
 			rec.Topic = topic
 			recs = append(recs, rec.Values())
-			if len(recs) == 5000 {
+			if len(recs) == chunk {
 				flush()
 			}
 		}
@@ -419,3 +427,184 @@ func HTTPAddr(t testing.TB, p *proc.Process, timeout time.Duration) string {
 }
 
 var httpAddrRE = regexp.MustCompile(`http listening.*?addr"?[=:]"?([0-9.]+:[0-9]+)`)
+
+// WALTopic creates a unique topic (with the given topic configs) that outbox rows reach through a
+// Writer's TopicPrefix, so events appended with the services' own path go
+// to it in the inserted row itself (the WAL relay publishes the row as
+// inserted; a later update of its topic is not in the stream).
+func WALTopic(t testing.TB, k *testkit.Kafka, partitions int32, configs map[string]*string) (outbox.Writer, string) {
+	t.Helper()
+	_, rec, err := outbox.Prepare(outbox.Event{Payload: Data(Keys(1)[0], 1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := testkit.UniqueName(t, "wal") + "."
+	topic := prefix + rec.Topic
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := k.Admin(t)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = adm.DeleteTopics(ctx, topic)
+	})
+	return outbox.Writer{TopicPrefix: prefix}, topic
+}
+
+// AppendWith appends one event with w (the services' path), returning the
+// row id.
+func AppendWith(t testing.TB, pool *pgxpool.Pool, w outbox.Writer, key string, seq, pad int) int64 {
+	t.Helper()
+	id, err := TryAppendWith(pool, w, key, seq, pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TryAppendWith appends one event with w (the services' path), returning
+// the row id.
+func TryAppendWith(pool *pgxpool.Pool, w outbox.Writer, key string, seq, pad int) (int64, error) {
+	ctx := context.Background()
+	var id int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		env, err := w.Append(ctx, tx, outbox.Event{Payload: Data(key, seq, pad)})
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "select id from outbox where event_id = $1", env.EventID).Scan(&id)
+	})
+	return id, err
+}
+
+// DropSlotAtEnd drops a replication slot when the test ends, waiting for
+// its walsender to go (registered before the relay, so it runs after the
+// relay stopped, and before the database is dropped, which a slot on it
+// would prevent).
+func DropSlotAtEnd(t testing.TB, pool *pgxpool.Pool, slot string) {
+	t.Helper()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := pool.Exec(context.Background(),
+				"select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1", slot)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("drop replication slot %s: %v", slot, err)
+				return
+			}
+			<-time.After(100 * time.Millisecond) // the walsender of a stopped relay is exiting
+		}
+	})
+}
+
+// AppendEach appends seq of every key with w (the services' path), one
+// transaction per key, in keys' order.
+func AppendEach(t testing.TB, pool *pgxpool.Pool, w outbox.Writer, keys []string, seq int) {
+	t.Helper()
+	for _, key := range keys {
+		AppendWith(t, pool, w, key, seq, 0)
+	}
+}
+
+// WaitAllPublished waits until no outbox row is left without published_at.
+func WaitAllPublished(t testing.TB, pool *pgxpool.Pool, timeout time.Duration) {
+	t.Helper()
+	WaitFor(t, timeout, "every row marked published", func() error {
+		if n := Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
+			return fmt.Errorf("%d rows pending", n)
+		}
+		return nil
+	})
+}
+
+// Poisoned is a key whose seq 2 its topic refuses as too large (a
+// max.message.bytes of 4096, see SmallMessages) and keys that flow, for
+// the tests of parked rows.
+type Poisoned struct {
+	Key    string
+	Seqs   int   // seq 1..Seqs of Key are appended
+	Bad    int64 // the row of seq 2 of Key
+	Others []string
+	PerKey int // seq 1..PerKey of every other key are appended
+}
+
+// SmallMessages is the topic config that refuses Poisoned's seq 2.
+var SmallMessages = map[string]*string{"max.message.bytes": ptr("4096")}
+
+func ptr[T any](v T) *T { return &v }
+
+// AppendPoisoned appends seq 1..seqs of a new key, seq 2 of it larger
+// than SmallMessages lets through, then seq 1..perKey of five other keys,
+// each with add (which appends one event and returns its row id).
+func AppendPoisoned(seqs, perKey int, add func(key string, seq, pad int) int64) Poisoned {
+	p := Poisoned{Key: Keys(1)[0], Seqs: seqs, Others: Keys(5), PerKey: perKey}
+	for seq := 1; seq <= seqs; seq++ {
+		pad := 0
+		if seq == 2 {
+			pad = 8000
+		}
+		if id := add(p.Key, seq, pad); seq == 2 {
+			p.Bad = id
+		}
+	}
+	for seq := 1; seq <= perKey; seq++ {
+		for _, k := range p.Others {
+			add(k, seq, 0)
+		}
+	}
+	return p
+}
+
+// ParkedThenSkipped checks what a relay with MaxAttempts 3 does with p:
+// the other keys flow; the oversized row is parked after three refusals
+// and never marked published, and its key's later rows wait behind it;
+// once an operator skips it, they reach Kafka in order.
+func (p Poisoned) ParkedThenSkipped(t testing.TB, pool *pgxpool.Pool, check *Checker) {
+	t.Helper()
+	ctx := context.Background()
+	check.WaitAll(p.Others, p.PerKey, 60*time.Second)
+	waiting := p.Seqs - 2
+	WaitFor(t, 30*time.Second, "the oversized row parked, not marked published", func() error {
+		if n := Count(t, pool, "select count(*) from outbox where id = $1 and published_at is not null", p.Bad); n != 0 {
+			return fmt.Errorf("row %d marked published though Kafka never acknowledged it", p.Bad)
+		}
+		parked, err := outbox.Parked(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if len(parked) != 1 || parked[0].ID != p.Bad {
+			return fmt.Errorf("parked rows %+v, want row %d alone", parked, p.Bad)
+		}
+		if r := parked[0]; r.Attempts != 3 || !strings.Contains(r.LastError, "MESSAGE_TOO_LARGE") || r.Waiting != waiting {
+			return fmt.Errorf("parked row %+v: want 3 attempts, MESSAGE_TOO_LARGE, %d rows waiting", r, waiting)
+		}
+		return nil
+	})
+	// Seq 1 went; the rows after the parked one did not.
+	check.Poll(time.Second)
+	if got := check.Seq(p.Key); got != 1 {
+		t.Fatalf("key %s reached seq %d in Kafka while its seq 2 is parked; want 1", p.Key, got)
+	}
+	if n := Count(t, pool, "select count(*) from outbox where partition_key = $1 and published_at is null", p.Key); n != waiting+1 {
+		t.Fatalf("%d rows of the parked key pending, want %d", n, waiting+1)
+	}
+
+	if err := outbox.Skip(ctx, pool, p.Bad, "too large for the topic; re-emitted by hand"); err != nil {
+		t.Fatal(err)
+	}
+	check.Skipped(p.Key, 2)
+	check.WaitAll([]string{p.Key}, p.Seqs, 30*time.Second)
+	if errs := check.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
