@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string) error {
 				return nil, err
 			}
 			store := &orderstore.Store{Pool: env.Pool, Outbox: env.Outbox}
-			(&orderapi.Handler{Store: store, Log: env.Log, DefaultFlow: order.Flow(*defaultFlow)}).Register(env.API)
+			(&orderapi.Handler{Store: store, Keys: store, Log: env.Log, DefaultFlow: order.Flow(*defaultFlow)}).Register(env.API)
 			sweeper := &orderstore.Sweeper{Store: store, MaxAge: *stuckAfter, Interval: *sweepEvery, Log: env.Log}
 			return []func(context.Context) error{sweeper.Run}, nil
 		},
