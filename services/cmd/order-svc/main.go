@@ -1,12 +1,14 @@
-// Command order-svc is the saga's order service: the order API, the
-// consumer of inventory, payment and saga outcome events that confirms or
-// cancels orders, and the sweeper that cancels choreographed orders stuck
-// too long.
+// Command order-svc is the saga's order service: the order API (every
+// request presents an API key), the consumer of inventory, payment and saga
+// outcome events that confirms or cancels orders, and the sweeper that
+// cancels choreographed orders stuck too long. `order-svc keys` creates,
+// lists and revokes the API's keys.
 package main
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/concordhq/concord/infra/kit"
@@ -24,8 +26,9 @@ func run(ctx context.Context, args []string) error {
 	var defaultFlow *string
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "order-svc", Summary: "Concord order service: order API and saga participant.",
-		DatabaseEnv: "ORDERS_DATABASE_URL", DefaultAddr: ":8081",
-		Topics: orderconsumer.Topics, Types: orderconsumer.Types, BatchHandler: orderconsumer.BatchHandler(), Migrate: orderstore.Migrate,
+		DatabaseEnv: "ORDERS_DATABASE_URL", DefaultAddr: ":8081", DefaultOpsAddr: ":9081",
+		Commands: []kit.Command{keysCommand(os.Stdout)},
+		Topics:   orderconsumer.Topics, Types: orderconsumer.Types, BatchHandler: orderconsumer.BatchHandler(), Migrate: orderstore.Migrate,
 		Flags: func(fs *kit.FlagSet) {
 			stuckAfter = fs.Duration("stuck-after", "ORDER_STUCK_AFTER", 60*time.Second, "cancel (reason timeout) orders not terminal after this long")
 			sweepEvery = fs.Duration("sweep-interval", "ORDER_SWEEP_INTERVAL", time.Second, "how often stuck orders are looked for")

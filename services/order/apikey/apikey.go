@@ -75,7 +75,9 @@ func (k Key) Allows(scope Scope) bool { return slices.Contains(k.Scopes, scope) 
 
 // MayActFor reports whether the key may create or read an order of
 // customerID.
-func (k Key) MayActFor(customerID string) bool { return k.CustomerID == "" || k.CustomerID == customerID }
+func (k Key) MayActFor(customerID string) bool {
+	return k.CustomerID == "" || k.CustomerID == customerID
+}
 
 // New returns a fresh random key.
 func New() string {
