@@ -23,7 +23,7 @@ func main() { kit.Main("order-svc", run) }
 
 func run(ctx context.Context, args []string) error {
 	var stuckAfter, sweepEvery *time.Duration
-	var defaultFlow *string
+	var defaultFlow, keyFile *string
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "order-svc", Summary: "Concord order service: order API and saga participant.",
 		DatabaseEnv: "ORDERS_DATABASE_URL", DefaultAddr: ":8081", DefaultOpsAddr: ":9081",
@@ -34,6 +34,8 @@ func run(ctx context.Context, args []string) error {
 			sweepEvery = fs.Duration("sweep-interval", "ORDER_SWEEP_INTERVAL", time.Second, "how often stuck orders are looked for")
 			defaultFlow = fs.String("default-flow", "ORDER_DEFAULT_FLOW", string(order.FlowChoreographed),
 				"checkout of an order whose request names no \"flow\": choreographed (the services react to each other's events) or orchestrated (the orchestrator commands each step; needs a shipping_address)")
+			keyFile = fs.String("api-key-file", "", "",
+				"for local runs and tests: a file holding an API key with every scope, created with a new key when missing (mode 0600); the key is stored hashed like any other (see `order-svc keys`)")
 		},
 		CheckFlags: func() error {
 			if _, ok := order.ParseFlow(*defaultFlow); !ok {
@@ -46,6 +48,11 @@ func run(ctx context.Context, args []string) error {
 				return nil, err
 			}
 			store := &orderstore.Store{Pool: env.Pool, Outbox: env.Outbox}
+			if *keyFile != "" {
+				if err := bootstrapKey(ctx, store, *keyFile, env.Log); err != nil {
+					return nil, err
+				}
+			}
 			(&orderapi.Handler{Store: store, Keys: store, Log: env.Log, DefaultFlow: order.Flow(*defaultFlow)}).Register(env.API)
 			sweeper := &orderstore.Sweeper{Store: store, MaxAge: *stuckAfter, Interval: *sweepEvery, Log: env.Log}
 			return []func(context.Context) error{sweeper.Run}, nil

@@ -106,3 +106,30 @@ func scopeStrings(scopes []apikey.Scope) []string {
 	}
 	return s
 }
+
+// EnsureKey stores key (which the caller made, see apikey.New) with name
+// and scopes unless it is stored already, and returns it as stored. A key
+// revoked before stays revoked: EnsureKey never brings one back.
+func (s *Store) EnsureKey(ctx context.Context, key, name string, scopes []apikey.Scope) (StoredKey, error) {
+	if !apikey.WellFormed(key) {
+		return StoredKey{}, fmt.Errorf("not an API key: want %s and %d characters of base64url", apikey.Prefix, apikey.Len-len(apikey.Prefix))
+	}
+	if err := apikey.Check(name, scopes, ""); err != nil {
+		return StoredKey{}, err
+	}
+	if _, err := s.Pool.Exec(ctx, `insert into api_keys (name, key_hash, scopes) values ($1, $2, $3) on conflict (key_hash) do nothing`,
+		name, apikey.Hash(key), scopeStrings(scopes)); err != nil {
+		return StoredKey{}, fmt.Errorf("store API key: %w", err)
+	}
+	var k StoredKey
+	var sc []string
+	err := s.Pool.QueryRow(ctx, `select id, name, scopes, coalesce(customer_id, ''), created_at, revoked_at from api_keys where key_hash = $1`,
+		apikey.Hash(key)).Scan(&k.ID, &k.Name, &sc, &k.CustomerID, &k.CreatedAt, &k.RevokedAt)
+	for _, x := range sc {
+		k.Scopes = append(k.Scopes, apikey.Scope(x))
+	}
+	if err != nil {
+		return StoredKey{}, fmt.Errorf("read API key: %w", err)
+	}
+	return k, nil
+}
