@@ -113,7 +113,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, k apikey.Key) {
 	o, created, err := h.Store.Create(r.Context(), req, key)
 	switch {
 	case errors.Is(err, orderstore.ErrIdempotencyConflict):
-		writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: err.Error(), Field: "Idempotency-Key"})
+		// The message names no order: the key may have been used by
+		// another client, whose order this one may not read.
+		writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: orderstore.ErrIdempotencyConflict.Error(), Field: "Idempotency-Key"})
 		return
 	case err != nil:
 		h.Log.Error("create order", "err", err)

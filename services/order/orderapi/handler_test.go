@@ -136,6 +136,10 @@ func TestIdempotencyKeyReturnsTheSameOrder(t *testing.T) {
 	if r3.StatusCode != 422 || m["field"] != "Idempotency-Key" {
 		t.Fatalf("same key, other body: %d %v; want 422 naming Idempotency-Key", r3.StatusCode, m)
 	}
+	// Whoever used the key first, the refusal names no order of theirs.
+	if msg, _ := m["error"].(string); strings.Contains(msg, o1["id"].(string)) {
+		t.Fatalf("the 422 names the first order: %q", msg)
+	}
 	orders, events := stored(t, pool)
 	if orders != 1 || events != 1 {
 		t.Fatalf("%d orders and %d events; want 1 and 1", orders, events)
