@@ -118,11 +118,11 @@ func TestAKeyWithoutTheScopeIsRefused(t *testing.T) {
 	writeOnly := newKey(t, a, "", apikey.OrdersWrite)
 	ordersBefore, eventsBefore := stored(t, pool)
 
-	resp, body := request(t, a, "POST", "/orders", "Bearer "+readOnly, good)
+	resp, raw := request(t, a, "POST", "/orders", "Bearer "+readOnly, good)
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="insufficient_scope"`) {
 		t.Errorf("POST with a read-only key: %d %q; want 403 insufficient_scope", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
-	if m := errorBody(t, "POST read-only", body); m["scope"] != string(apikey.OrdersWrite) {
+	if m := errorBody(t, "POST read-only", raw); m["scope"] != string(apikey.OrdersWrite) {
 		t.Errorf("POST with a read-only key: scope %v; want %s", m["scope"], apikey.OrdersWrite)
 	}
 	if orders, events := stored(t, pool); orders != ordersBefore || events != eventsBefore {
@@ -146,6 +146,16 @@ func TestAKeyWithoutTheScopeIsRefused(t *testing.T) {
 	}
 	if resp, _ := request(t, a, "POST", "/orders", "Bearer "+writeOnly, good); resp.StatusCode != http.StatusCreated {
 		t.Errorf("POST with a write-only key: %d; want 201", resp.StatusCode)
+	}
+	// A repeat of an earlier request (same Idempotency-Key and body) gets
+	// the order's id back, not the order as it is now: that would be
+	// reading it.
+	if _, first := post(t, a, good, "repeat-1"); first["id"] == nil {
+		t.Fatalf("setup: %v", first)
+	}
+	resp, repeat := postAs(t, a, writeOnly, good, "repeat-1")
+	if resp.StatusCode != http.StatusOK || len(repeat) != 1 || repeat["id"] == nil {
+		t.Errorf("a repeat with a write-only key: %d %v; want 200 with the id only", resp.StatusCode, repeat)
 	}
 }
 

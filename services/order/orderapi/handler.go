@@ -8,7 +8,9 @@
 // package apikey): without a live key it gets 401 and WWW-Authenticate,
 // with a key lacking the route's scope 403. A key restricted to a customer
 // creates that customer's orders only and reads only theirs (another
-// customer's order is 404, as if it did not exist).
+// customer's order is 404, as if it did not exist). A repeated POST (the
+// same Idempotency-Key and body) answers the first order as it is now, or
+// only its id when the key may not read orders.
 //
 // Errors are JSON {"error": "...", "field": "..."}; a bad or refused
 // request is refused before anything is stored.
@@ -122,12 +124,17 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, k apikey.Key) {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "order not stored; retry with the same Idempotency-Key"})
 		return
 	}
-	status := http.StatusCreated
-	if !created {
-		status = http.StatusOK
-	}
 	w.Header().Set("Location", "/orders/"+o.ID)
-	writeJSON(w, status, o)
+	switch {
+	case created:
+		writeJSON(w, http.StatusCreated, o)
+	case !k.Allows(apikey.OrdersRead):
+		// A repeat answers with the order as it is now, which is reading
+		// it: a key that may not read gets the id its retry needs, no more.
+		writeJSON(w, http.StatusOK, map[string]string{"id": o.ID})
+	default:
+		writeJSON(w, http.StatusOK, o)
+	}
 }
 
 func (h *Handler) decodeError(w http.ResponseWriter, err error) {
