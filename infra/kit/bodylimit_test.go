@@ -12,20 +12,53 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 )
 
-func TestOpsServerSetsEveryTimeout(t *testing.T) {
-	srv, err := kit.NewOpsServer("127.0.0.1:0")
+// servers are the ops server and an API server beside it, each with the
+// mux handlers are mounted on.
+func servers(t *testing.T) map[string]struct {
+	hs  *http.Server
+	mux *http.ServeMux
+} {
+	t.Helper()
+	ops, err := kit.NewOpsServer("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := srv.HTTPServer()
-	for name, got := range map[string]any{
-		"ReadHeaderTimeout": hs.ReadHeaderTimeout == kit.DefaultReadHeaderTimeout && hs.ReadHeaderTimeout > 0,
-		"ReadTimeout":       hs.ReadTimeout == kit.DefaultReadTimeout && hs.ReadTimeout > 0,
-		"WriteTimeout":      hs.WriteTimeout == kit.DefaultWriteTimeout && hs.WriteTimeout > 0,
-		"IdleTimeout":       hs.IdleTimeout == kit.DefaultIdleTimeout && hs.IdleTimeout > 0,
-	} {
-		if got != true {
-			t.Errorf("%s not set to its default", name)
+	api, err := ops.NewAPIServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]struct {
+		hs  *http.Server
+		mux *http.ServeMux
+	}{"ops": {ops.HTTPServer(), ops.Mux}, "api": {api.HTTPServer(), api.Mux}}
+}
+
+func TestEveryServerSetsEveryTimeout(t *testing.T) {
+	for which, srv := range servers(t) {
+		hs := srv.hs
+		for name, got := range map[string]any{
+			"ReadHeaderTimeout": hs.ReadHeaderTimeout == kit.DefaultReadHeaderTimeout && hs.ReadHeaderTimeout > 0,
+			"ReadTimeout":       hs.ReadTimeout == kit.DefaultReadTimeout && hs.ReadTimeout > 0,
+			"WriteTimeout":      hs.WriteTimeout == kit.DefaultWriteTimeout && hs.WriteTimeout > 0,
+			"IdleTimeout":       hs.IdleTimeout == kit.DefaultIdleTimeout && hs.IdleTimeout > 0,
+		} {
+			if got != true {
+				t.Errorf("%s server: %s not set to its default", which, name)
+			}
+		}
+	}
+}
+
+// The API server is public: nothing of the ops server answers on it.
+func TestAPIServerServesNoneOfTheOpsEndpoints(t *testing.T) {
+	srvs := servers(t)
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		for which, want := range map[string]int{"ops": http.StatusOK, "api": http.StatusNotFound} {
+			rec := httptest.NewRecorder()
+			srvs[which].hs.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			if rec.Code != want {
+				t.Errorf("GET %s on the %s server: %d, want %d", path, which, rec.Code, want)
+			}
 		}
 	}
 }
@@ -45,13 +78,17 @@ var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	}
 })
 
-func TestOpsServerRefusesBodiesOverTheLimitWith413(t *testing.T) {
-	srv, err := kit.NewOpsServer("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+func TestEveryServerRefusesBodiesOverTheLimitWith413(t *testing.T) {
+	for which, srv := range servers(t) {
+		t.Run(which, func(t *testing.T) {
+			srv.mux.Handle("POST /echo", echo)
+			refusesBodiesOverTheLimit(t, srv.hs.Handler)
+		})
 	}
-	srv.Mux.Handle("POST /echo", echo)
-	ts := httptest.NewServer(srv.HTTPServer().Handler)
+}
+
+func refusesBodiesOverTheLimit(t *testing.T, h http.Handler) {
+	ts := httptest.NewServer(h)
 	defer ts.Close()
 	over := bytes.Repeat([]byte("x"), int(kit.DefaultMaxBodyBytes)+1)
 	cases := []struct {

@@ -38,14 +38,27 @@ const (
 )
 
 // OpsServer serves /metrics, /healthz and /readyz, plus whatever the binary
-// mounts on Mux (its API, webhooks). It applies the Default*Timeout values
-// above and refuses bodies larger than DefaultMaxBodyBytes with 413 (see
+// mounts on Mux for operators (admin endpoints, /debug/pprof/). A binary
+// with a public API serves it apart, on an APIServer (see NewAPIServer), so
+// that the API can face clients while the ops listener stays where only
+// operators and the scraper reach it. Both apply the Default*Timeout values
+// above and refuse bodies larger than DefaultMaxBodyBytes with 413 (see
 // LimitBody).
 type OpsServer struct {
 	Mux      *http.ServeMux
 	Registry *prometheus.Registry
 	srv      *http.Server
 	ln       net.Listener
+	metrics  *HTTPMetrics
+}
+
+// APIServer serves a binary's public API (orders, webhooks) on a listener
+// of its own. It has nothing of the ops server's: no /metrics, /healthz,
+// /readyz, /debug/pprof/ or admin endpoint answers on it.
+type APIServer struct {
+	Mux *http.ServeMux
+	srv *http.Server
+	ln  net.Listener
 }
 
 // NewOpsServer listens on addr (":0" picks a free port) and registers the
@@ -75,14 +88,32 @@ func NewOpsServer(addr string, checks ...ReadyFunc) (*OpsServer, error) {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	srv := &http.Server{
-		Handler:           LimitBody(NewHTTPMetrics(reg).Wrap(mux), DefaultMaxBodyBytes),
+	metrics := NewHTTPMetrics(reg)
+	return &OpsServer{Mux: mux, Registry: reg, ln: ln, srv: newHTTPServer(metrics, mux), metrics: metrics}, nil
+}
+
+// NewAPIServer listens on addr for the binary's public API. Its requests
+// count in the ops server's concord_http_* series (the API's routes are
+// its own patterns, so the two listeners' series do not mix).
+func (s *OpsServer) NewAPIServer(addr string) (*APIServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	return &APIServer{Mux: mux, ln: ln, srv: newHTTPServer(s.metrics, mux)}, nil
+}
+
+// newHTTPServer is the server both listeners use: timed out, body-limited
+// and counted.
+func newHTTPServer(m *HTTPMetrics, mux *http.ServeMux) *http.Server {
+	return &http.Server{
+		Handler:           LimitBody(m.Wrap(mux), DefaultMaxBodyBytes),
 		ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		ReadTimeout:       DefaultReadTimeout,
 		WriteTimeout:      DefaultWriteTimeout,
 		IdleTimeout:       DefaultIdleTimeout,
 	}
-	return &OpsServer{Mux: mux, Registry: reg, ln: ln, srv: srv}, nil
 }
 
 // Addr is the address the server listens on.
@@ -91,9 +122,22 @@ func (s *OpsServer) Addr() string { return s.ln.Addr().String() }
 // Run serves until ctx is done, then shuts down, giving in-flight requests
 // up to grace to finish.
 func (s *OpsServer) Run(ctx context.Context, log *slog.Logger, grace time.Duration) error {
+	return serve(ctx, log.With("listener", "ops"), grace, s.srv, s.ln)
+}
+
+// Addr is the address the server listens on.
+func (s *APIServer) Addr() string { return s.ln.Addr().String() }
+
+// Run serves until ctx is done, then shuts down, giving in-flight requests
+// up to grace to finish.
+func (s *APIServer) Run(ctx context.Context, log *slog.Logger, grace time.Duration) error {
+	return serve(ctx, log.With("listener", "api"), grace, s.srv, s.ln)
+}
+
+func serve(ctx context.Context, log *slog.Logger, grace time.Duration, srv *http.Server, ln net.Listener) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
-	log.Info("http listening", "addr", s.Addr())
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("http listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
 		return err
@@ -101,7 +145,7 @@ func (s *OpsServer) Run(ctx context.Context, log *slog.Logger, grace time.Durati
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := s.srv.Shutdown(sctx); err != nil {
+	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("http shutdown: %w", err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 type deployment struct {
 	*env
 	orderURL, invURL string
+	orderKey         string // the order API's key, every scope
 }
 
 const (
@@ -45,13 +47,16 @@ func startDeployment(t *testing.T) *deployment {
 	admin := testkit.PostgresURL(t)
 	e := &env{t: t, kafka: testkit.NewKafka(t), prefix: testkit.UniqueName(t, "console") + "."}
 	d := &deployment{env: e}
-	free, err := kit.FreePorts(3)
+	// free[i] is service i's public API, free[3+i] its ops listener
+	// (inventory-svc has only the latter, which serves /admin/stock).
+	free, err := kit.FreePorts(6)
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := []string{"order-svc", "inventory-svc", "payment-svc"}
 	url := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", free[i]) }
-	d.orderURL, d.invURL = url(0), url(1)
+	d.orderURL, d.invURL = url(0), url(3+1)
+	keyFile := filepath.Join(t.TempDir(), "order-api-key")
 	sim, err := providersim.New(providersim.Config{APIKey: simKey, WebhookEndpoints: []string{url(2) + "/webhooks/stripe"},
 		WebhookEvents: paymentapi.Events, WebhookSecret: simSecret, WebhookBackoff: 200 * time.Millisecond, WebhookMaxBackoff: time.Second})
 	if err != nil {
@@ -61,7 +66,7 @@ func startDeployment(t *testing.T) *deployment {
 	t.Cleanup(func() { ts.Close(); sim.Close() })
 	dbs := []string{testkit.NewDatabase(t, admin), testkit.NewDatabase(t, admin), testkit.NewDatabase(t, admin)}
 	extra := [][]string{
-		{"ORDERS_DATABASE_URL=" + dbs[0]},
+		{"ORDERS_DATABASE_URL=" + dbs[0], "CONCORD_API_KEY_FILE=" + keyFile},
 		{"INVENTORY_DATABASE_URL=" + dbs[1]},
 		{"PAYMENTS_DATABASE_URL=" + dbs[2], "PROVIDER_URL=" + ts.URL, "PROVIDER_API_KEY=" + simKey, "WEBHOOK_SECRET=" + simSecret,
 			"PROVIDER_TIMEOUT=2s"},
@@ -70,15 +75,21 @@ func startDeployment(t *testing.T) *deployment {
 	procs := make([]*proc.Process, len(names))
 	for i, n := range names {
 		envv := append([]string{"CONCORD_TOPIC_PREFIX=" + e.prefix, "CONSUMER_GROUP=" + e.prefix + n,
-			"KAFKA_BROKERS=" + strings.Join(e.kafka.Brokers, ","), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", free[i]),
+			"KAFKA_BROKERS=" + strings.Join(e.kafka.Brokers, ","), fmt.Sprintf("CONCORD_HTTP_ADDR=127.0.0.1:%d", free[i]),
+			fmt.Sprintf("CONCORD_OPS_ADDR=127.0.0.1:%d", free[3+i]),
 			"TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s", "GROUP_SESSION_TIMEOUT=6s"}, extra[i]...)
 		procs[i] = proc.Start(t, proc.Command{Name: n, Path: filepath.Join(bin, n), Env: envv, Log: filepath.Join(logs, n+".log")})
 	}
 	for i, p := range procs {
-		if err := p.WaitReady(context.Background(), url(i)+"/readyz", 90*time.Second); err != nil {
+		if err := p.WaitReady(context.Background(), url(3+i)+"/readyz", 90*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.orderKey = strings.TrimSpace(string(key))
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, p := range procs {
@@ -94,7 +105,12 @@ func startDeployment(t *testing.T) *deployment {
 func (d *deployment) post(url string, body any, want int, into any) {
 	d.t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	if strings.HasPrefix(url, d.orderURL+"/") {
+		req.Header.Set("Authorization", "Bearer "+d.orderKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/concordhq/concord/services/audit/auditsnapshot"
 	"github.com/concordhq/concord/services/internal/grants"
 	"github.com/concordhq/concord/services/internal/loadgen"
+	"github.com/concordhq/concord/services/order/apikey"
+	"github.com/concordhq/concord/services/order/orderstore"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 )
@@ -31,14 +33,20 @@ const (
 )
 
 type running struct {
-	procs                         []*proc.Process
+	procs []*proc.Process
+	// orderURL and payURL are public APIs (orders, webhooks); invURL,
+	// shipURL and orchURL the ops listeners of services without one.
 	orderURL, invURL, payURL, sim string
 	shipURL, carrier, orchURL     string
-	recURL                        string // empty when no reconciler runs (--bench)
-	pools                         map[string]*pgxpool.Pool
-	adm                           *kadm.Client
-	groups                        []string
-	revoke                        func() // deletes the services' principals (nil: none made)
+	// ops are the services' ops listeners (/metrics, /readyz), by name.
+	ops map[string]string
+	// orderKey is the order API's key the demo made (every scope).
+	orderKey string
+	recURL   string // empty when no reconciler runs (--bench)
+	pools    map[string]*pgxpool.Pool
+	adm      *kadm.Client
+	groups   []string
+	revoke   func() // deletes the services' principals (nil: none made)
 }
 
 func (r *running) stop() {
@@ -80,8 +88,9 @@ func demo(ctx context.Context, c config) error {
 	}
 	step("provider-sim %s (faults: %s)", r.sim, orNone(c.faults))
 	step("carrier-sim %s (faults: %s)", r.carrier, orNone(c.carrierFaults))
-	step("order-svc %s  inventory-svc %s  payment-svc %s  (logs in %s)", r.orderURL, r.invURL, r.payURL, c.logDir)
-	step("orchestrator %s  shipping-svc %s", r.orchURL, r.shipURL)
+	step("order API %s  payment webhooks %s  (logs in %s)", r.orderURL, r.payURL, c.logDir)
+	step("ops listeners: order-svc %s  inventory-svc %s  payment-svc %s  orchestrator %s  shipping-svc %s",
+		r.ops["order-svc"], r.invURL, r.ops["payment-svc"], r.orchURL, r.shipURL)
 	if r.recURL != "" {
 		step("reconciler %s (a full cycle every %s)", r.recURL, c.reconcileEvery)
 	}
@@ -93,7 +102,7 @@ func demo(ctx context.Context, c config) error {
 	step("stocked %d SKUs with %d units each", c.skus, c.stock)
 
 	step("placing %d orders at %.0f/s (%.0f%% with a declining card, %.0f%% orchestrated)", c.orders, c.rate, c.declineShare*100, c.orchestratedShare*100)
-	res, err := loadgen.Run(ctx, loadgen.Config{OrderURL: r.orderURL, Orders: c.orders, Rate: c.rate, Concurrency: c.concurrency,
+	res, err := loadgen.Run(ctx, loadgen.Config{OrderURL: r.orderURL, APIKey: r.orderKey, Orders: c.orders, Rate: c.rate, Concurrency: c.concurrency,
 		SKUs: c.skus, DeclineShare: c.declineShare, OrchestratedShare: c.orchestratedShare, Seed: uint64(c.seed)})
 	if err != nil {
 		return err
@@ -121,10 +130,11 @@ func demo(ctx context.Context, c config) error {
 	}
 	fmt.Printf(`
 Where to look next (the services stop when the demo ends; add --keep-running to explore them)
-  order API      curl -s %[1]s/orders?status=CANCELLED | jq .orders[0]
-                 curl -s %[1]s/orders/<id> | jq .history
-  stock          curl -s %[2]s/stock | jq '.stock[:3]'
-  metrics        curl -s %[3]s/metrics | grep concord_
+  order API      curl -s -H 'Authorization: Bearer %[10]s' '%[1]s/orders?status=CANCELLED' | jq .orders[0]
+                 curl -s -H 'Authorization: Bearer %[10]s' %[1]s/orders/<id> | jq .history
+                 (more keys: %[9]s/order-svc keys create --name NAME --scope orders:read --database-url '%[5]s')
+  stock          curl -s %[2]s/stock | jq '.stock[:3]'          (inventory-svc's ops listener)
+  metrics        curl -s %[3]s/metrics | grep concord_        (payment-svc's ops listener)
   provider       curl -s %[4]s/__admin/stats | jq
   reconciler     %[9]s/reconciler findings list --all --database-url '%[6]s'
   console        make console   (a web UI over this run's data: order timelines, outbox, dead letters, findings)
@@ -132,7 +142,8 @@ Where to look next (the services stop when the demo ends; add --keep-running to 
                  psql '%[6]s' -c 'select status, count(*), sum(amount) from payments group by 1'
                  psql '%[7]s' -c 'select * from stock order by sku limit 5'
   logs           %[8]s/*.log
-`, r.orderURL, r.invURL, r.payURL, r.sim, c.dbURLs["order-svc"], c.dbURLs["payment-svc"], c.dbURLs["inventory-svc"], c.logDir, c.binDir)
+`, r.orderURL, r.invURL, r.ops["payment-svc"], r.sim, c.dbURLs["order-svc"], c.dbURLs["payment-svc"], c.dbURLs["inventory-svc"], c.logDir, c.binDir,
+		r.orderKey)
 	if c.keepRunning {
 		fmt.Println("\nservices keep running; Ctrl-C stops them")
 		<-ctx.Done()
@@ -196,18 +207,20 @@ func deleteOldDemoTopics(ctx context.Context, c config) error {
 }
 
 func startAll(ctx context.Context, c config) (*running, error) {
-	r := &running{pools: map[string]*pgxpool.Pool{}}
-	free, err := kit.FreePorts(len(binaries))
+	r := &running{pools: map[string]*pgxpool.Pool{}, ops: map[string]string{}}
+	// Every binary's listener, and an ops listener of each service.
+	free, err := kit.FreePorts(2 * len(binaries))
 	if err != nil {
 		return r, fmt.Errorf("find free ports: %w", err)
 	}
-	ports := map[string]int{}
+	ports, opsPorts := map[string]int{}, map[string]int{}
 	for i, n := range binaries {
-		ports[n] = free[i]
+		ports[n], opsPorts[n] = free[2*i], free[2*i+1]
+		r.ops[n] = fmt.Sprintf("http://127.0.0.1:%d", opsPorts[n])
 	}
 	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
-	r.sim, r.carrier, r.orderURL, r.invURL, r.payURL = url("provider-sim"), url("carrier-sim"), url("order-svc"), url("inventory-svc"), url("payment-svc")
-	r.shipURL, r.orchURL = url("shipping-svc"), url("orchestrator")
+	r.sim, r.carrier, r.orderURL, r.invURL, r.payURL = url("provider-sim"), url("carrier-sim"), url("order-svc"), r.ops["inventory-svc"], url("payment-svc")
+	r.shipURL, r.orchURL = r.ops["shipping-svc"], r.ops["orchestrator"]
 
 	sims := []struct {
 		name string
@@ -243,7 +256,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 	common := func(name string) []string {
 		return append([]string{"CONCORD_TOPIC_PREFIX=" + c.prefix, "CONCORD_GROUP=" + c.prefix + name,
 			"CONCORD_HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", ports[name]),
-			"CONCORD_LOG_FORMAT=json"}, kafkaOf(name).Env()...)
+			"CONCORD_OPS_ADDR=" + fmt.Sprintf("127.0.0.1:%d", opsPorts[name]), "CONCORD_LOG_FORMAT=json"}, kafkaOf(name).Env()...)
 	}
 	specs := []struct {
 		name string
@@ -270,7 +283,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 	}
 	for _, s := range specs {
 		r.groups = append(r.groups, c.prefix+s.name)
-		if err := started[s.name].WaitReady(ctx, url(s.name)+"/readyz", 60*time.Second); err != nil {
+		if err := started[s.name].WaitReady(ctx, r.ops[s.name]+"/readyz", 60*time.Second); err != nil {
 			return r, err
 		}
 		pool, err := pgxpool.New(ctx, c.dbURLs[s.name])
@@ -278,6 +291,11 @@ func startAll(ctx context.Context, c config) (*running, error) {
 			return r, err
 		}
 		r.pools[s.name] = pool
+	}
+	// The demo's key, made through the store as `order-svc keys create`
+	// makes one: loadgen presents it, and the hints print it.
+	if r.orderKey, _, err = (&orderstore.Store{Pool: r.pools["order-svc"]}).CreateKey(ctx, "demo", apikey.Scopes, ""); err != nil {
+		return r, err
 	}
 	if c.bench {
 		return r, nil

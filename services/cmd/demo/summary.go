@@ -125,7 +125,7 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 	// duplicate is a redelivery (rebalance, restart) that dedupe turned
 	// into a no-op.
 	consumed := map[string]int64{}
-	for _, u := range []string{r.orderURL, r.invURL, r.payURL, r.shipURL, r.orchURL} {
+	for _, u := range []string{r.ops["order-svc"], r.ops["inventory-svc"], r.ops["payment-svc"], r.ops["shipping-svc"], r.ops["orchestrator"]} {
 		for outcome, n := range scrapeBy(u+"/metrics", "concord_consumer_events_total", "outcome") {
 			consumed[outcome] += n
 		}

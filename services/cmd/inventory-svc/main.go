@@ -21,7 +21,7 @@ func main() { kit.Main("inventory-svc", run) }
 func run(ctx context.Context, args []string) error {
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "inventory-svc", Summary: "Concord inventory service: stock, reservations, saga participant.",
-		DatabaseEnv: "INVENTORY_DATABASE_URL", DefaultAddr: ":8082",
+		DatabaseEnv: "INVENTORY_DATABASE_URL", DefaultOpsAddr: ":9082",
 		Topics: inventoryconsumer.Topics, Types: inventoryconsumer.Types, BatchHandler: inventoryconsumer.BatchHandler(), Migrate: inventorystore.Migrate,
 		// One partition at a time: a batch locks the stock rows of every
 		// SKU it touches (most of a small hot set) until it commits, so
@@ -37,7 +37,7 @@ func run(ctx context.Context, args []string) error {
 			if err := contradiction.RegisterMetrics(env.Ops.Registry); err != nil {
 				return nil, err
 			}
-			(&inventoryapi.Handler{Pool: env.Pool, Log: env.Log}).Register(env.API)
+			(&inventoryapi.Handler{Pool: env.Pool, Log: env.Log}).Register(env.Ops.Mux)
 			return nil, nil
 		},
 	})

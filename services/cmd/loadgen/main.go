@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/internal/loadgen"
@@ -22,6 +24,8 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.SKUs, "skus", 50, "SKUs (SKU-001 …) to spread orders over")
 	fs.Float64Var(&c.DeclineShare, "decline-share", 0, "share of orders paid with a card the provider declines")
 	seed := fs.Int("seed", "LOADGEN_SEED", 1, "seed of the order mix")
+	key := fs.String("api-key", "", "", "order API key with the scope orders:write (see `order-svc keys create`)")
+	keyFile := fs.String("api-key-file", "", "", "file holding the order API key (order-svc --api-key-file writes one for local runs)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -32,6 +36,21 @@ func run(ctx context.Context, args []string) error {
 		return kit.Usagef("--orders and --skus must be positive")
 	}
 	c.Seed = uint64(*seed)
+	switch {
+	case *key != "" && *keyFile != "":
+		return kit.Usagef("--api-key and --api-key-file: give one")
+	case *keyFile != "":
+		b, err := os.ReadFile(*keyFile)
+		if err != nil {
+			return kit.Usagef("--api-key-file: %v", err)
+		}
+		c.APIKey = strings.TrimSpace(string(b))
+	default:
+		c.APIKey = *key
+	}
+	if c.APIKey == "" {
+		return kit.Usagef("the order API needs a key: --api-key or --api-key-file")
+	}
 	res, err := loadgen.Run(ctx, c)
 	if err != nil {
 		return err

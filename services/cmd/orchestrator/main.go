@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string) error {
 		Name: "orchestrator", Summary: "Concord saga orchestrator: the durable orchestrated checkout (reserve_credit → reserve_inventory → create_shipment → capture_payment).\n\n" +
 			"  orchestrator [flags]                                 run the orchestrator\n" +
 			"  orchestrator reviews list|resolve ID [flags]         review entries of FAILED sagas (see `orchestrator reviews --help`)",
-		DatabaseEnv: "ORCHESTRATOR_DATABASE_URL", DefaultAddr: ":8086",
+		DatabaseEnv: "ORCHESTRATOR_DATABASE_URL", DefaultOpsAddr: ":9086",
 		Topics: orchestratorconsumer.Topics, Types: []contract.Type{contract.TypeSagaCheckoutRequested, contract.TypeSagaStepReplied},
 		ProducedTopics: []string{contract.TypePaymentAuthorizeHold.Topic(), contract.TypeInventoryReserveStock.Topic(),
 			contract.TypeShippingCreateShipment.Topic(), contract.TypeSagaFinished.Topic()},

@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string) error {
 	checks := &paymentconsumer.Checks{}
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "payment-svc", Summary: "Concord payment service: charges, webhooks, refunds; saga participant.",
-		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083",
+		DatabaseEnv: "PAYMENTS_DATABASE_URL", DefaultAddr: ":8083", DefaultOpsAddr: ":9083",
 		// The hold commands share payment-commands with the repairs.
 		Topics: topics(),
 		Types:  append(append(append([]contract.Type{}, paymentconsumer.Types...), repair.Types...), paymentconsumer.HoldTypes...),

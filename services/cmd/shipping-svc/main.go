@@ -27,7 +27,7 @@ func run(ctx context.Context, args []string) error {
 	var mux idempotent.Mux
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "shipping-svc", Summary: "Concord shipping service: books and cancels shipments at the carrier for the orchestrated saga.",
-		DatabaseEnv: "SHIPPING_DATABASE_URL", DefaultAddr: ":8085",
+		DatabaseEnv: "SHIPPING_DATABASE_URL", DefaultOpsAddr: ":9085",
 		Topics: shippingconsumer.Topics, Types: shippingconsumer.Types,
 		// The handlers are registered in Setup, once the flags are parsed.
 		BatchHandler: shippingconsumer.BatchHandler(&mux), Migrate: shippingstore.Migrate,

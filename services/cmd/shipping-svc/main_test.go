@@ -78,7 +78,7 @@ func newDeployment(t *testing.T, extraEnv ...string) *deployment {
 		// next attempt take a shipment a killed process held.
 		"CARRIER_TIMEOUT=1s", "CARRIER_LEASE=2s", "CARRIER_MAX_BACKOFF=300ms", "STEP_BUDGET=20s",
 		"CONCORD_TOPIC_PREFIX=" + prefix, "CONSUMER_GROUP=" + prefix + "shipping-svc", "KAFKA_BROKERS=" + strings.Join(k.Brokers, ","),
-		"HTTP_ADDR=127.0.0.1:" + fmt.Sprint(ports[0]), "TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s", "GROUP_SESSION_TIMEOUT=6s"}, extraEnv...)
+		"CONCORD_OPS_ADDR=127.0.0.1:" + fmt.Sprint(ports[0]), "TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s", "GROUP_SESSION_TIMEOUT=6s"}, extraEnv...)
 	// The orchestrator owns saga-replies and creates it; here the test
 	// stands in for it.
 	adm := k.Admin(t)

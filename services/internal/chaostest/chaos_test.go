@@ -94,7 +94,7 @@ func TestChaos(t *testing.T) {
 	faults := plan(c, d.victims())
 	done := d.inject(ctx, faults)
 
-	res, err := loadgen.Run(ctx, loadgen.Config{OrderURL: d.orderURL, Orders: int(c.rate * c.load.Seconds()), Rate: c.rate,
+	res, err := loadgen.Run(ctx, loadgen.Config{OrderURL: d.orderURL, APIKey: d.orderKey, Orders: int(c.rate * c.load.Seconds()), Rate: c.rate,
 		Concurrency: 32, SKUs: 20, OrchestratedShare: 0.3, Seed: c.seed})
 	if err != nil {
 		t.Fatal(err)

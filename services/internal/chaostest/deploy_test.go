@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/concordhq/concord/services/audit/auditsnapshot"
 	"github.com/concordhq/concord/services/internal/grants/grantstest"
 	"github.com/concordhq/concord/services/internal/loadgen"
+	"github.com/concordhq/concord/services/order/apikey"
 	"github.com/concordhq/concord/services/payment/paymentapi"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 )
@@ -48,11 +50,13 @@ type deployment struct {
 	t        *testing.T
 	prefix   string
 	procs    map[string]*proc.Process // by instance name: "order-svc-0", "provider-sim", …
-	urls     map[string]string        // the same, their base URLs
+	urls     map[string]string        // the same, their base URLs (a service's public API where it has one)
+	ops      map[string]string        // the services' ops listeners (/readyz, /metrics, /admin/stock), by instance name
 	pools    map[string]*pgxpool.Pool // by service
 	adm      *kadm.Client
 	groups   []string
 	orderURL string // round robin over the order-svc instances
+	orderKey string // the order API's key, every scope
 	simURL   string
 	pg       *testkit.PrivatePostgres     // full form only
 	kafka    *testkit.PrivateKafkaCluster // full form only: 3 nodes, replication factor 3, min.insync.replicas 2
@@ -61,7 +65,7 @@ type deployment struct {
 func deploy(t *testing.T, c config) *deployment {
 	t.Helper()
 	d := &deployment{t: t, prefix: testkit.UniqueName(t, "chaos") + ".", procs: map[string]*proc.Process{}, urls: map[string]string{},
-		pools: map[string]*pgxpool.Pool{}}
+		ops: map[string]string{}, pools: map[string]*pgxpool.Pool{}}
 	var k *testkit.Kafka
 	admin := ""
 	if c.full {
@@ -86,14 +90,21 @@ func deploy(t *testing.T, c config) *deployment {
 			names = append(names, fmt.Sprintf("%s-%d", s, i))
 		}
 	}
-	ports, err := kit.FreePorts(len(names))
+	ports, err := kit.FreePorts(2 * len(names))
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := map[string]string{}
+	addr, opsAddr := map[string]string{}, map[string]string{}
 	for i, n := range names {
-		addr[n] = fmt.Sprintf("127.0.0.1:%d", ports[i])
-		d.urls[n] = "http://" + addr[n]
+		addr[n], opsAddr[n] = fmt.Sprintf("127.0.0.1:%d", ports[2*i]), fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
+		d.urls[n], d.ops[n] = "http://"+addr[n], "http://"+opsAddr[n]
+	}
+	// Both order-svc instances accept the one key: written here, before
+	// either starts, it is registered by whichever starts first.
+	d.orderKey = apikey.New()
+	keyFile := filepath.Join(t.TempDir(), "order-api-key")
+	if err := os.WriteFile(keyFile, []byte(d.orderKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	dbs := map[string]string{}
 	for _, s := range services {
@@ -106,8 +117,8 @@ func deploy(t *testing.T, c config) *deployment {
 		d.procs[name] = p
 		return p
 	}
-	ready := func(name, path string) {
-		if err := d.procs[name].WaitReady(t.Context(), d.urls[name]+path, 90*time.Second); err != nil {
+	ready := func(name, url string) {
+		if err := d.procs[name].WaitReady(t.Context(), url, 90*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,12 +133,12 @@ func deploy(t *testing.T, c config) *deployment {
 		"--webhook-events", strings.Join(paymentapi.Events, ","), "--webhook-secret", secret,
 		"--webhook-backoff", "200ms", "--webhook-max-backoff", "2s", "--fault-5xx-rate", "0.02", "--fault-webhook-duplicate-rate", "0.05")
 	start("carrier-sim", nil, "--http-addr", addr["carrier-sim"], "--admin", "--seed", fmt.Sprint(c.seed), "--fault-decline-rate", "0.02")
-	ready("provider-sim", "/healthz")
-	ready("carrier-sim", "/healthz")
+	ready("provider-sim", d.urls["provider-sim"]+"/healthz")
+	ready("carrier-sim", d.urls["carrier-sim"]+"/healthz")
 	d.simURL = d.urls["provider-sim"]
 
 	own := map[string][]string{
-		"order-svc":     nil,
+		"order-svc":     {"CONCORD_API_KEY_FILE=" + keyFile},
 		"inventory-svc": nil,
 		"payment-svc": {"CONCORD_PROVIDER_URL=" + d.simURL, "CONCORD_PROVIDER_API_KEY=" + apiKey, "CONCORD_WEBHOOK_SECRET=" + secret,
 			"CONCORD_PROVIDER_TIMEOUT=2s", "CONCORD_CHARGE_LEASE=5s", "CONCORD_RECHECK_PENDING_AFTER=5s"},
@@ -144,12 +155,12 @@ func deploy(t *testing.T, c config) *deployment {
 				// session timeout keeps them.
 				"CONCORD_GROUP_INSTANCE_ID=" + name, "CONCORD_GROUP_SESSION_TIMEOUT=10s",
 				"CONCORD_HTTP_ADDR=" + addr[name],
-				"CONCORD_TOPIC_PARTITIONS=6", "CONCORD_SHUTDOWN_GRACE=5s", "CONCORD_LOG_FORMAT=json"}, own[s]...)
+				"CONCORD_OPS_ADDR=" + opsAddr[name], "CONCORD_TOPIC_PARTITIONS=6", "CONCORD_SHUTDOWN_GRACE=5s", "CONCORD_LOG_FORMAT=json"}, own[s]...)
 			env = append(env, kafkaOf(s).Env()...)
 			start(name, env)
 			// The first instance migrates the database and creates the
 			// topics before the second starts.
-			ready(name, "/readyz")
+			ready(name, d.ops[name]+"/readyz")
 		}
 		d.pools[s] = testkit.Pool(t, dbs[s])
 	}
@@ -161,7 +172,7 @@ func deploy(t *testing.T, c config) *deployment {
 		"CONCORD_PROVIDER_API_KEY=" + apiKey, "CONCORD_TOPIC_PREFIX=" + d.prefix, "CONCORD_HTTP_ADDR=" + addr["reconciler"],
 		"CONCORD_INTERVAL=2s", "CONCORD_BACKOFF=2s", "CONCORD_GRACE=30s",
 		"CONCORD_HEAL_EVERY=0", "CONCORD_LOG_FORMAT=json"}, k.Env()...), "run")
-	ready("reconciler", "/readyz")
+	ready("reconciler", d.urls["reconciler"]+"/readyz")
 
 	orders := httptest.NewServer(newBalancer(instanceURLs(d.urls, "order-svc")))
 	t.Cleanup(orders.Close)
@@ -219,7 +230,7 @@ func (d *deployment) stock(skus, units int) map[string]int64 {
 		items = append(items, map[string]any{"sku": loadgen.SKU(i), "quantity": units})
 	}
 	body, _ := json.Marshal(map[string]any{"items": items})
-	resp, err := http.Post(d.urls["inventory-svc-0"]+"/admin/stock", "application/json", bytes.NewReader(body))
+	resp, err := http.Post(d.ops["inventory-svc-0"]+"/admin/stock", "application/json", bytes.NewReader(body))
 	if err != nil {
 		d.t.Fatal(err)
 	}

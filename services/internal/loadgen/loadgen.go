@@ -19,6 +19,7 @@ import (
 // Config describes a run.
 type Config struct {
 	OrderURL     string  // base URL of order-svc
+	APIKey       string  // presented as Authorization: Bearer (scope orders:write)
 	Orders       int     // how many orders
 	Rate         float64 // orders per second offered; 0 = as fast as Concurrency allows
 	Concurrency  int     // clients in flight (default 16)
@@ -156,6 +157,9 @@ func post(ctx context.Context, cfg Config, body []byte, key string) (string, err
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cfg.OrderURL+"/orders", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", key)
+		if cfg.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+cfg.APIKey)
+		}
 		resp, err := cfg.Client.Do(req)
 		if err != nil {
 			last = err

@@ -61,14 +61,17 @@ var recipes = map[string]recipe{
 }
 
 // serviceExtras are the flags a svc-based service requires beyond the
-// shared ones.
+// shared ones: a public API's listener (--http-addr) on a port of its own
+// where the service has one, apart from the ops listener scraped here.
 var serviceExtras = map[string][]string{
-	"payment-svc":  {"--provider-url", "http://127.0.0.1:9", "--provider-api-key", "sk_test_metricslint", "--webhook-secret", "whsec_metricslint"},
+	"order-svc": {"--http-addr", "127.0.0.1:0"},
+	"payment-svc": {"--http-addr", "127.0.0.1:0", "--provider-url", "http://127.0.0.1:9", "--provider-api-key", "sk_test_metricslint",
+		"--webhook-secret", "whsec_metricslint"},
 	"shipping-svc": {"--carrier-url", "http://127.0.0.1:9"},
 }
 
 func serviceRecipe(d *deployment, name, addr string) []string {
-	return append([]string{"--database-url", d.db(), "--kafka-brokers", d.brokers, "--http-addr", addr,
+	return append([]string{"--database-url", d.db(), "--kafka-brokers", d.brokers, "--ops-addr", addr,
 		"--topic-prefix", d.prefix, "--group", d.prefix + name, "--topic-partitions", "1"}, serviceExtras[name]...)
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,9 +62,12 @@ type deployment struct {
 	addrs    []string
 	alerts   *alertSink
 	kafka    *testkit.Kafka
-	// services are the real services' URLs and servicePools their
-	// databases (order-svc, inventory-svc), when opts.services.
+	// services are the real services' URLs (order-svc's public API,
+	// inventory-svc's ops listener, which serves /admin/stock) and
+	// servicePools their databases (order-svc, inventory-svc), when
+	// opts.services; orderKey is the order API's key.
 	services     map[string]string
+	orderKey     string
 	servicePools []*pgxpool.Pool
 }
 
@@ -137,7 +141,7 @@ func newDeployment(t *testing.T, o opts) *deployment {
 		t.Cleanup(ts.Close)
 		webhook = ts.URL
 	}
-	ports, err := kit.FreePorts(o.instances + 2)
+	ports, err := kit.FreePorts(o.instances + 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,15 +153,28 @@ func newDeployment(t *testing.T, o opts) *deployment {
 			if name == "inventory-svc" {
 				dbEnv = "INVENTORY_DATABASE_URL="
 			}
-			addr := fmt.Sprintf("127.0.0.1:%d", ports[o.instances+i])
-			p := proc.Start(t, proc.Command{Name: name, Path: filepath.Join(binDir, name), Log: filepath.Join(logs, name+".log"),
-				Env: []string{dbEnv + db, "CONCORD_TOPIC_PREFIX=" + d.prefix, "CONSUMER_GROUP=" + d.prefix + name,
-					"KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), "HTTP_ADDR=" + addr, "TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s",
-					"GROUP_SESSION_TIMEOUT=6s"}})
-			if err := p.WaitReady(context.Background(), "http://"+addr+"/readyz", 60*time.Second); err != nil {
+			ops := fmt.Sprintf("127.0.0.1:%d", ports[o.instances+i])
+			env := []string{dbEnv + db, "CONCORD_TOPIC_PREFIX=" + d.prefix, "CONSUMER_GROUP=" + d.prefix + name,
+				"KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), "CONCORD_OPS_ADDR=" + ops, "TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s",
+				"GROUP_SESSION_TIMEOUT=6s"}
+			d.services[name] = "http://" + ops
+			keyFile := filepath.Join(t.TempDir(), "order-api-key")
+			if name == "order-svc" {
+				api := fmt.Sprintf("127.0.0.1:%d", ports[o.instances+2])
+				env = append(env, "CONCORD_HTTP_ADDR="+api, "CONCORD_API_KEY_FILE="+keyFile)
+				d.services[name] = "http://" + api
+			}
+			p := proc.Start(t, proc.Command{Name: name, Path: filepath.Join(binDir, name), Log: filepath.Join(logs, name+".log"), Env: env})
+			if err := p.WaitReady(context.Background(), "http://"+ops+"/readyz", 60*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			d.services[name] = "http://" + addr
+			if name == "order-svc" {
+				key, err := os.ReadFile(keyFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.orderKey = strings.TrimSpace(string(key))
+			}
 			d.servicePools = append(d.servicePools, testkit.Pool(t, db))
 			t.Cleanup(func() { _ = p.Stop(syscall.SIGTERM, 10*time.Second) })
 		}
@@ -166,7 +183,7 @@ func newDeployment(t *testing.T, o opts) *deployment {
 	for i, port := range ports {
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		env := []string{"ORCHESTRATOR_DATABASE_URL=" + d.dbURL, "CONCORD_TOPIC_PREFIX=" + d.prefix, "CONSUMER_GROUP=" + d.prefix + "orchestrator",
-			"KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), "HTTP_ADDR=" + addr, "TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s",
+			"KAFKA_BROKERS=" + strings.Join(k.Brokers, ","), "CONCORD_OPS_ADDR=" + addr, "TOPIC_PARTITIONS=3", "SHUTDOWN_GRACE=5s",
 			// A member killed with -9 never leaves its group; its
 			// partitions move after the session timeout (6s is the
 			// broker's minimum).

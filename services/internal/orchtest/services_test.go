@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,12 @@ func TestOrchestratedOrdersThroughTheOrderAndInventoryServices(t *testing.T) {
 	post := func(url string, body any) map[string]any {
 		t.Helper()
 		b, _ := json.Marshal(body)
-		resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		if strings.HasPrefix(url, d.services["order-svc"]+"/") {
+			req.Header.Set("Authorization", "Bearer "+d.orderKey)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,7 @@ func TestStateCheckedConsumersOnASharedDeployment(t *testing.T) {
 func aForgedReservationForAnUnknownOrderChargesNothing(t *testing.T, s *saga) {
 	order := schemas.NewEventID() // an order id nobody placed
 	labels := map[string]string{"service": "payment-svc", "type": "inventory.reserved", "reason": "unknown_order"}
-	before := s.counter(s.payURL, labels)
+	before := s.counter(s.ops["payment-svc"], labels)
 	amount := int64(4200)
 	s.produce(contract.InventoryReservedV2{OrderID: order, ReservationID: schemas.NewEventID(),
 		Items:  []contract.InventoryReservedV2Item{{SKU: "SKU-FORGED", Quantity: 1}},
@@ -59,7 +59,7 @@ func aForgedReservationForAnUnknownOrderChargesNothing(t *testing.T, s *saga) {
 	if got := s.providerPayments(order); len(got) != 0 {
 		t.Errorf("provider payments for an order nobody placed: %+v", got)
 	}
-	if got := s.counter(s.payURL, labels); got != before+1 {
+	if got := s.counter(s.ops["payment-svc"], labels); got != before+1 {
 		t.Errorf("payment-svc concord_contradicting_events_total%v = %v; want %v", labels, got, before+1)
 	}
 }
@@ -85,7 +85,7 @@ func aForgedCancellationOfAConfirmedOrderRefundsAndReleasesNothing(t *testing.T,
 	})
 	payLabels := map[string]string{"service": "payment-svc", "type": "order.cancelled", "reason": "order_confirmed"}
 	invLabels := map[string]string{"service": "inventory-svc", "type": "order.cancelled", "reason": "order_confirmed"}
-	payBefore, invBefore := s.counter(s.payURL, payLabels), s.counter(s.invURL, invLabels)
+	payBefore, invBefore := s.counter(s.ops["payment-svc"], payLabels), s.counter(s.invURL, invLabels)
 
 	s.produce(contract.OrderCancelledV1{OrderID: id, Reason: "timeout"})
 	s.waitRefused(s.payment, id, "order.cancelled order_confirmed")
@@ -113,7 +113,7 @@ func aForgedCancellationOfAConfirmedOrderRefundsAndReleasesNothing(t *testing.T,
 	if o := s.getOrder(id); o.Status != "CONFIRMED" {
 		t.Errorf("order = %s; want CONFIRMED", o.Status)
 	}
-	if got := s.counter(s.payURL, payLabels); got != payBefore+1 {
+	if got := s.counter(s.ops["payment-svc"], payLabels); got != payBefore+1 {
 		t.Errorf("payment-svc concord_contradicting_events_total%v = %v; want %v", payLabels, got, payBefore+1)
 	}
 	if got := s.counter(s.invURL, invLabels); got != invBefore+1 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,10 +45,17 @@ func TestMain(m *testing.M) {
 // An orchestrated deployment adds carrier-sim in-process, shipping-svc and
 // the orchestrator.
 type saga struct {
-	t                          *testing.T
-	sim                        *providersim.Server
-	simURL                     string
-	orderURL, invURL, payURL   string
+	t      *testing.T
+	sim    *providersim.Server
+	simURL string
+	// orderURL and payURL are the public APIs (orders, webhooks);
+	// invURL is inventory-svc's ops listener, which serves /admin/stock
+	// (it has no public one).
+	orderURL, invURL, payURL string
+	// ops are every service's ops listener (/metrics, /readyz).
+	ops map[string]string
+	// apiKey is the order API's key, with every scope.
+	apiKey                     string
 	orders, inventory, payment *pgxpool.Pool
 	carrier                    *carriersim.Server
 	shipping, orchestrator     *pgxpool.Pool // nil unless orchestrated
@@ -92,16 +100,19 @@ func newSaga(t *testing.T, o opts) *saga {
 	if o.orchestrated {
 		services = append(services, "shipping-svc", "orchestrator")
 	}
-	free, err := kit.FreePorts(len(services))
+	free, err := kit.FreePorts(2 * len(services))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := map[string]int{}
+	ports, opsPorts := map[string]int{}, map[string]int{}
+	s.ops = map[string]string{}
 	for i, name := range services {
-		ports[name] = free[i]
+		ports[name], opsPorts[name] = free[2*i], free[2*i+1]
+		s.ops[name] = fmt.Sprintf("http://127.0.0.1:%d", opsPorts[name])
 	}
 	url := func(n string) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[n]) }
-	s.orderURL, s.invURL, s.payURL = url("order-svc"), url("inventory-svc"), url("payment-svc")
+	s.orderURL, s.invURL, s.payURL = url("order-svc"), s.ops["inventory-svc"], url("payment-svc")
+	keyFile := filepath.Join(t.TempDir(), "order-api-key")
 
 	sim, err := providersim.New(providersim.Config{APIKey: apiKey, Faults: o.faults, WebhookEndpoints: []string{s.payURL + "/webhooks/stripe"},
 		WebhookEvents: paymentapi.Events,
@@ -119,7 +130,8 @@ func newSaga(t *testing.T, o opts) *saga {
 		dbs[name] = testkit.NewDatabase(t, admin)
 	}
 	extras := map[string][]string{
-		"order-svc":     {"CONCORD_DATABASE_URL=" + dbs["order-svc"], "CONCORD_STUCK_AFTER=" + o.stuckAfter.String(), "CONCORD_SWEEP_INTERVAL=200ms"},
+		"order-svc": {"CONCORD_DATABASE_URL=" + dbs["order-svc"], "CONCORD_STUCK_AFTER=" + o.stuckAfter.String(), "CONCORD_SWEEP_INTERVAL=200ms",
+			"CONCORD_API_KEY_FILE=" + keyFile},
 		"inventory-svc": {"CONCORD_DATABASE_URL=" + dbs["inventory-svc"]},
 		"payment-svc": {"CONCORD_DATABASE_URL=" + dbs["payment-svc"], "CONCORD_PROVIDER_URL=" + ts.URL, "CONCORD_PROVIDER_API_KEY=" + apiKey,
 			"CONCORD_WEBHOOK_SECRET=" + secret, "CONCORD_RECHECK_PENDING_AFTER=" + o.recheck.String(), "CONCORD_PROVIDER_TIMEOUT=2s", "CONCORD_CHARGE_LEASE=3s"},
@@ -146,6 +158,7 @@ func newSaga(t *testing.T, o opts) *saga {
 	for name, extra := range extras {
 		s.env[name] = append(append([]string{"CONCORD_TOPIC_PREFIX=" + prefix, "CONCORD_GROUP=" + prefix + name,
 			fmt.Sprintf("CONCORD_HTTP_ADDR=127.0.0.1:%d", ports[name]),
+			fmt.Sprintf("CONCORD_OPS_ADDR=127.0.0.1:%d", opsPorts[name]),
 			// A member killed with -9 never leaves its group; the group
 			// gives its partitions away after the session timeout, which
 			// is 45s unless told otherwise (6s is the broker's minimum).
@@ -155,8 +168,13 @@ func newSaga(t *testing.T, o opts) *saga {
 		s.start(name)
 	}
 	for _, name := range services {
-		s.waitReady(name, url(name))
+		s.waitReady(name)
 	}
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatalf("order-svc --api-key-file: %v", err)
+	}
+	s.apiKey = strings.TrimSpace(string(key))
 	s.orders, s.inventory, s.payment = testkit.Pool(t, dbs["order-svc"]), testkit.Pool(t, dbs["inventory-svc"]), testkit.Pool(t, dbs["payment-svc"])
 	if o.orchestrated {
 		s.shipping, s.orchestrator = testkit.Pool(t, dbs["shipping-svc"]), testkit.Pool(t, dbs["orchestrator"])
@@ -197,9 +215,9 @@ func (s *saga) start(name string) {
 // kill9 kills a service without letting it drain.
 func (s *saga) kill9(name string) { s.procs[name].Kill() }
 
-func (s *saga) waitReady(name, base string) {
+func (s *saga) waitReady(name string) {
 	s.t.Helper()
-	if err := s.procs[name].WaitReady(context.Background(), base+"/readyz", 60*time.Second); err != nil {
+	if err := s.procs[name].WaitReady(context.Background(), s.ops[name]+"/readyz", 60*time.Second); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -225,7 +243,12 @@ func (s *saga) stock(items map[string]int) {
 func (s *saga) post(url string, body any, want int, into any) {
 	s.t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	if strings.HasPrefix(url, s.orderURL+"/") {
+		req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -261,7 +284,9 @@ type orderView struct {
 
 func (s *saga) getOrder(id string) orderView {
 	s.t.Helper()
-	resp, err := http.Get(s.orderURL + "/orders/" + id)
+	req, _ := http.NewRequest(http.MethodGet, s.orderURL+"/orders/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}

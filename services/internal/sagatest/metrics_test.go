@@ -2,6 +2,7 @@ package sagatest
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -17,13 +18,26 @@ import (
 func metricsCountTheSagaAndLintClean(t *testing.T, s *saga) {
 	scrape := func() map[string]testkit.Metrics {
 		return map[string]testkit.Metrics{
-			"order-svc":     testkit.Scrape(t, s.orderURL+"/metrics"),
-			"inventory-svc": testkit.Scrape(t, s.invURL+"/metrics"),
-			"payment-svc":   testkit.Scrape(t, s.payURL+"/metrics"),
+			"order-svc":     testkit.Scrape(t, s.ops["order-svc"]+"/metrics"),
+			"inventory-svc": testkit.Scrape(t, s.ops["inventory-svc"]+"/metrics"),
+			"payment-svc":   testkit.Scrape(t, s.ops["payment-svc"]+"/metrics"),
 			"provider-sim":  gather(t, s.sim.Metrics()),
 		}
 	}
 	before := scrape()
+	// The public listeners serve the API and nothing of the ops listener.
+	for _, base := range []string{s.orderURL, s.payURL} {
+		for _, path := range []string{"/metrics", "/healthz", "/readyz", "/admin/stock", "/stock", "/debug/pprof/"} {
+			resp, err := http.Get(base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("GET %s%s on a public listener: %d; want 404", base, path, resp.StatusCode)
+			}
+		}
+	}
 	s.stock(map[string]int{"SKU-METRICS": 1})
 	id := s.order("SKU-METRICS", 1, "pm_card_visa")
 	if o := s.terminal(id, 30*time.Second); o.Status != "CONFIRMED" {

@@ -226,7 +226,7 @@ func TestKill9OfPaymentServiceMidSagaConverges(t *testing.T) {
 	})
 	s.kill9("payment-svc")
 	s.start("payment-svc")
-	s.waitReady("payment-svc", s.payURL)
+	s.waitReady("payment-svc")
 	for _, id := range ids {
 		if o := s.terminal(id, 60*time.Second); o.Status != "CONFIRMED" {
 			t.Fatalf("order %s = %s (%s); want CONFIRMED", id, o.Status, o.Reason)
@@ -257,7 +257,10 @@ func concurrentOrdersForTheLastUnitExactlyOneWins(t *testing.T, s *saga) {
 			defer wg.Done()
 			b, _ := json.Marshal(map[string]any{"customer_id": fmt.Sprintf("cus_%d", i), "currency": "EUR",
 				"items": []map[string]any{{"sku": "SKU-LAST", "quantity": 1, "unit_price": 500}}})
-			resp, err := http.Post(s.orderURL+"/orders", "application/json", bytes.NewReader(b))
+			req, _ := http.NewRequest(http.MethodPost, s.orderURL+"/orders", bytes.NewReader(b))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+s.apiKey)
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Error(err)
 				return

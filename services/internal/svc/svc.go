@@ -1,8 +1,9 @@
 // Package svc is the start-up and shutdown every saga service shares: flags
 // with environment fallbacks, logging, the database pool and migrations,
-// the ops server (/metrics, /healthz, /readyz plus the service's API), the
-// in-process outbox relay, the idempotent consumer and the service's own
-// workers. A service's main.go names what differs and calls Run.
+// the ops listener (/metrics, /healthz, /readyz, /debug/pprof/ and the
+// service's operator endpoints), the public API's listener apart from it,
+// the in-process outbox relay, the idempotent consumer and the service's
+// own workers. A service's main.go names what differs and calls Run.
 package svc
 
 import (
@@ -36,8 +37,18 @@ type Spec struct {
 	Name        string // binary name, also the default consumer group
 	Summary     string // first line of --help
 	DatabaseEnv string // environment variable of the database URL
-	DefaultAddr string // default --http-addr
-	Topics      []string
+	// DefaultAddr is the default --http-addr, the listener of the public
+	// API (Env.API). Empty: the service has no public API, no --http-addr
+	// and Env.API is nil.
+	DefaultAddr string
+	// DefaultOpsAddr is the default --ops-addr, the listener of /metrics,
+	// /healthz, /readyz, /debug/pprof/ and the operator endpoints
+	// (Env.Ops.Mux).
+	DefaultOpsAddr string
+	// Commands are operator commands run instead of the service
+	// ("order-svc keys create …"), listed in --help.
+	Commands []kit.Command
+	Topics   []string
 	// ProducedTopics are created with the consumed ones (--create-topics)
 	// when the service is the first to write them (the orchestrator's
 	// command topics, before their participants run).
@@ -56,8 +67,9 @@ type Spec struct {
 	// CheckFlags, when set, judges the service's own flag values after
 	// parsing and before anything connects; its error is a usage error.
 	CheckFlags func() error
-	// Setup mounts the API on env.Ops.Mux and returns the service's
-	// workers, each run until ctx is done.
+	// Setup mounts the public API on env.API and the operator endpoints
+	// on env.Ops.Mux, and returns the service's workers, each run until
+	// ctx is done.
 	Setup func(ctx context.Context, env *Env) ([]func(context.Context) error, error)
 	// MaxConcurrentPartitions overrides the consumer's default.
 	MaxConcurrentPartitions int
@@ -68,8 +80,11 @@ type Spec struct {
 // Env is what Setup gets to build the service's parts.
 type Env struct {
 	Pool *pgxpool.Pool
-	Ops  *kit.OpsServer
-	// API is where Setup mounts the service's endpoints.
+	// Ops is the operators' listener: Setup mounts admin endpoints on
+	// Ops.Mux, which the public API's listener does not serve.
+	Ops *kit.OpsServer
+	// API is where Setup mounts the service's public endpoints; nil when
+	// the Spec has no DefaultAddr.
 	API   *http.ServeMux
 	Log   *slog.Logger
 	Kafka kit.KafkaConfig
@@ -83,11 +98,27 @@ type Env struct {
 // consumer finishes its batches and commits, the relay publishes what it
 // holds, and the workers record what they have in flight.
 func Run(ctx context.Context, args []string, spec Spec) error {
+	for _, c := range spec.Commands {
+		if len(args) > 0 && args[0] == c.Name {
+			return c.Run(ctx, args[1:])
+		}
+	}
 	fs := kit.NewFlagSet(spec.Name, spec.Summary)
+	if len(spec.Commands) > 0 {
+		fs.SetUsage(spec.Name + " [flags] | " + spec.Name + " COMMAND [arguments] [flags]")
+		for _, c := range spec.Commands {
+			fs.AddCommand(c.Name, c.Summary)
+		}
+	}
 	lf := kit.AddLogFlags(fs)
 	kf := kit.AddKafkaFlags(fs)
 	dbURL := fs.String("database-url", spec.DatabaseEnv, "", "PostgreSQL URL of the service's own database")
-	addr := fs.String("http-addr", "HTTP_ADDR", spec.DefaultAddr, "listen address of the API, /metrics, /healthz and /readyz")
+	var addr *string
+	if spec.DefaultAddr != "" {
+		addr = fs.String("http-addr", "HTTP_ADDR", spec.DefaultAddr, "listen address of the public API (nothing of --ops-addr is served here)")
+	}
+	opsAddr := fs.String("ops-addr", "", spec.DefaultOpsAddr,
+		"listen address of /metrics, /healthz, /readyz, /debug/pprof/ (--pprof) and the operator endpoints: keep it where only operators and the metrics scraper reach it")
 	group := fs.String("group", "CONSUMER_GROUP", spec.Name, "Kafka consumer group")
 	prefix := fs.String("topic-prefix", "CONCORD_TOPIC_PREFIX", "", "prefix of every topic consumed and produced (keeps side-by-side runs apart)")
 	createTopics := fs.Bool("create-topics", "CREATE_TOPICS", true, "create the consumed topics (and those the service writes first) when missing (broker defaults)")
@@ -103,7 +134,7 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	fetchWait := fs.Duration("fetch-max-wait", "FETCH_MAX_WAIT", 20*time.Millisecond,
 		"how long the broker may hold a fetch to gather --fetch-min-bytes: bigger consumer batches (fewer transactions per event) for at most this much latency per hop")
 	fetchMin := fs.Int("fetch-min-bytes", "FETCH_MIN_BYTES", 16<<10, "bytes a fetch waits for (up to --fetch-max-wait); 1 answers as soon as anything is there")
-	profiling := fs.Bool("pprof", "PPROF", false, "serve /debug/pprof/ on the ops server (CPU and heap profiles; off by default: it exposes internals)")
+	profiling := fs.Bool("pprof", "PPROF", false, "serve /debug/pprof/ on --ops-addr (CPU and heap profiles; off by default: it exposes internals)")
 	if spec.Flags != nil {
 		spec.Flags(fs)
 	}
@@ -160,9 +191,15 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 			return err
 		}
 	}
-	ops, err := kit.NewOpsServer(*addr, func(ctx context.Context) error { return pool.Ping(ctx) })
+	ops, err := kit.NewOpsServer(*opsAddr, func(ctx context.Context) error { return pool.Ping(ctx) })
 	if err != nil {
 		return err
+	}
+	var api *kit.APIServer
+	if addr != nil {
+		if api, err = ops.NewAPIServer(*addr); err != nil {
+			return err
+		}
 	}
 	if err := kit.RegisterPool(ops.Registry, spec.Name, pool); err != nil {
 		return err
@@ -172,12 +209,14 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		ops.Mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
 	events := outbox.Writer{TopicPrefix: *prefix}
-	env := &Env{Pool: pool, Ops: ops, API: http.NewServeMux(), Log: log, Kafka: kcfg, Outbox: events}
+	env := &Env{Pool: pool, Ops: ops, Log: log, Kafka: kcfg, Outbox: events}
+	if api != nil {
+		env.API = api.Mux
+	}
 	workers, err := spec.Setup(ctx, env)
 	if err != nil {
 		return err
 	}
-	ops.Mux.Handle("/", env.API)
 	rcfg := idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
 		BatchHandler: spec.BatchHandler, Types: spec.Types, Outbox: events,
 		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace, InstanceID: *instance,
@@ -195,9 +234,14 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		workers = append(workers, rl.Run)
 	}
 
-	log.Info("started", "http", ops.Addr(), "group", *group, "topics", topics)
+	started := []any{"ops", ops.Addr(), "group", *group, "topics", topics}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Run(gctx, log, *grace) })
+	if api != nil {
+		started = append(started, "http", api.Addr())
+		g.Go(func() error { return api.Run(gctx, log, *grace) })
+	}
+	log.Info("started", started...)
 	for _, w := range workers {
 		g.Go(func() error {
 			if err := w(gctx); err != nil && !errors.Is(err, context.Canceled) {

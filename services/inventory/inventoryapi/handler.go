@@ -1,7 +1,10 @@
-// Package inventoryapi serves the inventory service's API:
+// Package inventoryapi serves the inventory service's operator endpoints:
 //
 //	POST /admin/stock   receive stock: {"items":[{"sku":"SKU-1","quantity":10}]}
 //	GET  /stock         every SKU's available / reserved / committed
+//
+// Both are for operators, not customers: inventory-svc mounts them on its
+// ops listener (--ops-addr) and has no public one.
 //
 // Errors are JSON {"error": "...", "field": "..."}. A receipt is checked by
 // inventory.CheckReceipt before anything is stored; a body larger than
@@ -27,7 +30,7 @@ import (
 // within it.
 const MaxBody = 1 << 20
 
-// Handler is the inventory API.
+// Handler serves the inventory endpoints.
 type Handler struct {
 	Pool *pgxpool.Pool
 	Log  *slog.Logger

@@ -1,11 +1,19 @@
 // Package orderapi serves the order API:
 //
-//	POST /orders          create (Idempotency-Key header honoured)
-//	GET  /orders/{id}     one order with its status history
-//	GET  /orders?status=  list, newest first (limit ≤ 500)
+//	POST /orders          create (Idempotency-Key header honoured)   scope orders:write
+//	GET  /orders/{id}     one order with its status history          scope orders:read
+//	GET  /orders?status=  list, newest first (limit ≤ 500)           scope orders:read
 //
-// Errors are JSON {"error": "...", "field": "..."}; a bad request is
-// refused before anything is stored.
+// Every request presents an API key, "Authorization: Bearer KEY" (see
+// package apikey): without a live key it gets 401 and WWW-Authenticate,
+// with a key lacking the route's scope 403. A key restricted to a customer
+// creates that customer's orders only and reads only theirs (another
+// customer's order is 404, as if it did not exist). A repeated POST (the
+// same Idempotency-Key and body) answers the first order as it is now, or
+// only its id when the key may not read orders.
+//
+// Errors are JSON {"error": "...", "field": "..."}; a bad or refused
+// request is refused before anything is stored.
 package orderapi
 
 import (
@@ -21,6 +29,7 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/order"
+	"github.com/concordhq/concord/services/order/apikey"
 	"github.com/concordhq/concord/services/order/orderstore"
 )
 
@@ -31,28 +40,36 @@ const MaxBody = 64 << 10
 type Store interface {
 	Create(ctx context.Context, req order.Request, idemKey string) (orderstore.Order, bool, error)
 	Get(ctx context.Context, id string) (orderstore.Order, error)
-	List(ctx context.Context, status order.Status, limit int) ([]orderstore.Order, error)
+	List(ctx context.Context, status order.Status, customerID string, limit int) ([]orderstore.Order, error)
 }
 
 // Handler is the order API.
 type Handler struct {
 	Store Store
-	Log   *slog.Logger
+	// Keys authenticates every request; required.
+	Keys Keys
+	Log  *slog.Logger
 	// DefaultFlow is the flow of a request that names none; empty means
 	// choreographed.
 	DefaultFlow order.Flow
 }
 
-// Register mounts the API on mux.
+// Register mounts the API on mux. It panics without Keys: the API is not
+// served open.
 func (h *Handler) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /orders", h.create)
-	mux.HandleFunc("GET /orders/{id}", h.get)
-	mux.HandleFunc("GET /orders", h.list)
+	if h.Keys == nil {
+		panic("orderapi: Handler.Keys is required")
+	}
+	mux.HandleFunc("POST /orders", h.authorized(apikey.OrdersWrite, h.create))
+	mux.HandleFunc("GET /orders/{id}", h.authorized(apikey.OrdersRead, h.get))
+	mux.HandleFunc("GET /orders", h.authorized(apikey.OrdersRead, h.list))
 }
 
 type apiError struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"`
+	// Scope is the scope a 403 lacked.
+	Scope string `json:"scope,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -61,7 +78,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, k apikey.Key) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		writeJSON(w, http.StatusUnsupportedMediaType, apiError{Error: "Content-Type must be application/json"})
 		return
@@ -91,22 +108,33 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error(), Field: fe.Field})
 		return
 	}
+	if !k.MayActFor(req.CustomerID) {
+		writeJSON(w, http.StatusForbidden, apiError{Error: "this API key creates orders of customer " + strconv.Quote(k.CustomerID) + " only", Field: "customer_id"})
+		return
+	}
 	o, created, err := h.Store.Create(r.Context(), req, key)
 	switch {
 	case errors.Is(err, orderstore.ErrIdempotencyConflict):
-		writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: err.Error(), Field: "Idempotency-Key"})
+		// The message names no order: the key may have been used by
+		// another client, whose order this one may not read.
+		writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: orderstore.ErrIdempotencyConflict.Error(), Field: "Idempotency-Key"})
 		return
 	case err != nil:
 		h.Log.Error("create order", "err", err)
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "order not stored; retry with the same Idempotency-Key"})
 		return
 	}
-	status := http.StatusCreated
-	if !created {
-		status = http.StatusOK
-	}
 	w.Header().Set("Location", "/orders/"+o.ID)
-	writeJSON(w, status, o)
+	switch {
+	case created:
+		writeJSON(w, http.StatusCreated, o)
+	case !k.Allows(apikey.OrdersRead):
+		// A repeat answers with the order as it is now, which is reading
+		// it: a key that may not read gets the id its retry needs, no more.
+		writeJSON(w, http.StatusOK, map[string]string{"id": o.ID})
+	default:
+		writeJSON(w, http.StatusOK, o)
+	}
 }
 
 func (h *Handler) decodeError(w http.ResponseWriter, err error) {
@@ -130,10 +158,12 @@ func (h *Handler) decodeError(w http.ResponseWriter, err error) {
 	}
 }
 
-func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, k apikey.Key) {
 	o, err := h.Store.Get(r.Context(), r.PathValue("id"))
 	switch {
-	case errors.Is(err, orderstore.ErrNotFound) || isBadUUID(err):
+	// Another customer's order is answered as a missing one: a key
+	// restricted to a customer learns nothing of the others' orders.
+	case errors.Is(err, orderstore.ErrNotFound) || isBadUUID(err) || (err == nil && !k.MayActFor(o.CustomerID)):
 		writeJSON(w, http.StatusNotFound, apiError{Error: "no order " + strconv.Quote(r.PathValue("id"))})
 	case err != nil:
 		h.Log.Error("get order", "order_id", r.PathValue("id"), "err", err)
@@ -148,7 +178,7 @@ func isBadUUID(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "invalid input syntax for type uuid")
 }
 
-func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, k apikey.Key) {
 	var st order.Status
 	if s := r.URL.Query().Get("status"); s != "" {
 		var ok bool
@@ -166,7 +196,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	orders, err := h.Store.List(r.Context(), st, limit)
+	orders, err := h.Store.List(r.Context(), st, k.CustomerID, limit)
 	if err != nil {
 		h.Log.Error("list orders", "err", err)
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not list orders"})

@@ -15,26 +15,61 @@ import (
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/order"
+	"github.com/concordhq/concord/services/order/apikey"
 	"github.com/concordhq/concord/services/order/orderapi"
 	"github.com/concordhq/concord/services/order/orderstore"
 )
 
-func newAPI(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
-	t.Helper()
-	pool := testkit.NewPool(t, outbox.Migrate, orderstore.Migrate)
-	mux := http.NewServeMux()
-	(&orderapi.Handler{Store: &orderstore.Store{Pool: pool}, Log: slog.New(slog.DiscardHandler)}).Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv, pool
+// testAPI is the order API served on its own database, with a key that
+// may do everything.
+type testAPI struct {
+	URL   string
+	Key   string
+	Store *orderstore.Store
 }
 
-func post(t *testing.T, url, body, key string) (*http.Response, map[string]any) {
+func newAPI(t *testing.T) (*testAPI, *pgxpool.Pool) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/orders", strings.NewReader(body))
+	pool := testkit.NewPool(t, outbox.Migrate, orderstore.Migrate)
+	store := &orderstore.Store{Pool: pool}
+	mux := http.NewServeMux()
+	(&orderapi.Handler{Store: store, Keys: store, Log: slog.New(slog.DiscardHandler)}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	key, _, err := store.CreateKey(context.Background(), "test", apikey.Scopes, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testAPI{URL: srv.URL, Key: key, Store: store}, pool
+}
+
+// get GETs path with the API's key.
+func (a *testAPI) get(t *testing.T, path string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, a.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+a.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func post(t *testing.T, a *testAPI, body, idemKey string) (*http.Response, map[string]any) {
+	t.Helper()
+	return postAs(t, a, a.Key, body, idemKey)
+}
+
+// postAs POSTs an order presenting key ("" presents none).
+func postAs(t *testing.T, a *testAPI, key, body, idemKey string) (*http.Response, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, a.URL+"/orders", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -72,7 +107,7 @@ func TestBadInputIsRefusedWith4xxAndNothingIsStored(t *testing.T) {
 		{"huge body", `{"customer_id":"` + strings.Repeat("x", orderapi.MaxBody) + `"}`, 413, ""},
 	}
 	for _, c := range cases {
-		resp, m := post(t, srv.URL, c.body, "")
+		resp, m := post(t, srv, c.body, "")
 		if resp.StatusCode != c.status {
 			t.Errorf("%s: status %d (%v); want %d", c.name, resp.StatusCode, m, c.status)
 			continue
@@ -92,14 +127,18 @@ func TestBadInputIsRefusedWith4xxAndNothingIsStored(t *testing.T) {
 
 func TestIdempotencyKeyReturnsTheSameOrder(t *testing.T) {
 	srv, pool := newAPI(t)
-	r1, o1 := post(t, srv.URL, good, "key-1")
-	r2, o2 := post(t, srv.URL, good, "key-1")
+	r1, o1 := post(t, srv, good, "key-1")
+	r2, o2 := post(t, srv, good, "key-1")
 	if r1.StatusCode != 201 || r2.StatusCode != 200 || o1["id"] != o2["id"] {
 		t.Fatalf("first %d %v, retry %d %v; want 201 then 200 with the same id", r1.StatusCode, o1["id"], r2.StatusCode, o2["id"])
 	}
-	r3, m := post(t, srv.URL, strings.Replace(good, `"quantity":2`, `"quantity":3`, 1), "key-1")
+	r3, m := post(t, srv, strings.Replace(good, `"quantity":2`, `"quantity":3`, 1), "key-1")
 	if r3.StatusCode != 422 || m["field"] != "Idempotency-Key" {
 		t.Fatalf("same key, other body: %d %v; want 422 naming Idempotency-Key", r3.StatusCode, m)
+	}
+	// Whoever used the key first, the refusal names no order of theirs.
+	if msg, _ := m["error"].(string); strings.Contains(msg, o1["id"].(string)) {
+		t.Fatalf("the 422 names the first order: %q", msg)
 	}
 	orders, events := stored(t, pool)
 	if orders != 1 || events != 1 {
@@ -110,11 +149,8 @@ func TestIdempotencyKeyReturnsTheSameOrder(t *testing.T) {
 func TestGetAndListOrders(t *testing.T) {
 	srv, _ := newAPI(t)
 	withAddress := strings.Replace(good, `"currency"`, `"shipping_address":{"line1":"Hauptstr. 1","city":"Berlin","postal_code":"10115","country":"DE"},"currency"`, 1)
-	_, o := post(t, srv.URL, withAddress, "")
-	resp, err := http.Get(srv.URL + "/orders/" + o["id"].(string))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, o := post(t, srv, withAddress, "")
+	resp := srv.get(t, "/orders/"+o["id"].(string))
 	var whole map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&whole)
 	resp.Body.Close()
@@ -141,10 +177,7 @@ func TestGetAndListOrders(t *testing.T) {
 	}
 	for path, want := range map[string]int{"/orders/not-a-uuid": 404, "/orders/01a22990-d960-7727-a960-5db346c37962": 404,
 		"/orders?status=PENDING": 200, "/orders?status=bogus": 400, "/orders?limit=0": 400} {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := srv.get(t, path)
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Errorf("GET %s = %d; want %d", path, resp.StatusCode, want)
@@ -159,7 +192,7 @@ func TestAFailedOrderWriteStoresNothing(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `alter table order_history add constraint refuse_all check (false) not valid`); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ := post(t, srv.URL, good, "")
+	resp, _ := post(t, srv, good, "")
 	if resp.StatusCode < 500 {
 		t.Fatalf("POST with the history insert failing: %d; want a 5xx", resp.StatusCode)
 	}
@@ -212,7 +245,7 @@ func TestHostileFieldsAre400NamingTheFieldNever500(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			resp, m := post(t, srv.URL, c.body, c.key)
+			resp, m := post(t, srv, c.body, c.key)
 			if resp.StatusCode != http.StatusBadRequest || m["field"] != c.field {
 				t.Fatalf("status %d field %v (%v); want 400 naming %s", resp.StatusCode, m["field"], m["error"], c.field)
 			}
@@ -225,7 +258,7 @@ func TestHostileFieldsAre400NamingTheFieldNever500(t *testing.T) {
 		t.Fatalf("hostile requests stored %d orders; want none", orders)
 	}
 	// The longest accepted values are stored.
-	if resp, m := post(t, srv.URL, addr("line1", long(order.MaxAddressLineLen)), long(order.MaxIdempotencyKeyLen)); resp.StatusCode != http.StatusCreated {
+	if resp, m := post(t, srv, addr("line1", long(order.MaxAddressLineLen)), long(order.MaxIdempotencyKeyLen)); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("longest accepted values: status %d (%v); want 201", resp.StatusCode, m)
 	}
 }

@@ -247,10 +247,11 @@ func (s *Store) Get(ctx context.Context, id string) (Order, error) {
 	return o, nil
 }
 
-// List returns up to limit orders, newest first, optionally of one status.
-func (s *Store) List(ctx context.Context, status order.Status, limit int) ([]Order, error) {
+// List returns up to limit orders, newest first, optionally of one status
+// and of one customer ("" for any).
+func (s *Store) List(ctx context.Context, status order.Status, customerID string, limit int) ([]Order, error) {
 	rows, err := s.Pool.Query(ctx, `select `+orderCols+` from orders where ($1 = '' or status = $1)
-		order by created_at desc, id desc limit $2`, string(status), limit)
+		and ($3 = '' or customer_id = $3) order by created_at desc, id desc limit $2`, string(status), limit, customerID)
 	if err != nil {
 		return nil, fmt.Errorf("list orders: %w", err)
 	}
