@@ -40,6 +40,7 @@ PACKAGES=(
 	services:payment
 	services:payment/paymentprovider
 	services:order
+	services:order/apikey
 	services:inventory
 	services:shipping
 	services:funding
