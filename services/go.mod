@@ -12,6 +12,8 @@ require (
 	golang.org/x/time v0.16.0
 )
 
+require github.com/oklog/ulid/v2 v2.1.2
+
 require (
 	dario.cat/mergo v1.0.2 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20210617225240-d185dfc1b5a1 // indirect

@@ -43,6 +43,9 @@ var recipes = map[string]recipe{
 	"provider-sim": func(d *deployment, _, addr string) []string {
 		return []string{"--http-addr", addr, "--data-dir", d.t.TempDir()}
 	},
+	"broker-sim": func(d *deployment, _, addr string) []string {
+		return []string{"--http-addr", addr, "--data-dir", d.t.TempDir()}
+	},
 	"carrier-sim": func(d *deployment, _, addr string) []string {
 		return []string{"--http-addr", addr}
 	},
