@@ -218,11 +218,19 @@ func (s *Store) entry(ctx context.Context, tx pgx.Tx, m Movement, kind string) e
 const (
 	reasonUnknownStatus = "unknown_status"
 	reasonUnknownRecord = "unknown_record"
+	// ReasonKeyConflict: the broker holds another request under an
+	// intent's key, and none of the broker's records carries it.
+	ReasonKeyConflict = "idempotency_conflict"
 )
 
+// Review sends n to the review queue for reason, changing nothing else.
+func (s *Store) Review(ctx context.Context, n News, reason string) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error { return review(ctx, tx, n, reason) })
+}
+
 func review(ctx context.Context, tx pgx.Tx, n News, reason string) error {
-	_, err := tx.Exec(ctx, `insert into funding_review (domain, broker_id, broker_status, reason, source) values ($1, $2, $3, $4, $5)`,
-		n.Domain, n.BrokerID, n.BrokerStatus, reason, n.Source)
+	_, err := tx.Exec(ctx, `insert into funding_review (domain, broker_id, intent_key, broker_status, reason, source) values ($1, $2, $3, $4, $5, $6)`,
+		n.Domain, n.BrokerID, n.IntentKey, n.BrokerStatus, reason, n.Source)
 	if err == nil {
 		reviews.WithLabelValues(string(n.Domain), reason).Inc()
 	}

@@ -196,6 +196,7 @@ func (s *Store) Balance(ctx context.Context, account, currency string) (int64, e
 type Review struct {
 	Domain       funding.Domain
 	BrokerID     string
+	IntentKey    string
 	BrokerStatus string
 	Reason       string
 	Source       string
@@ -204,14 +205,14 @@ type Review struct {
 
 // Reviews lists the review queue, oldest first.
 func (s *Store) Reviews(ctx context.Context) ([]Review, error) {
-	rows, err := s.Pool.Query(ctx, `select domain, broker_id, broker_status, reason, source, at from funding_review order by id`)
+	rows, err := s.Pool.Query(ctx, `select domain, broker_id, intent_key, broker_status, reason, source, at from funding_review order by id`)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Review, error) {
 		var v Review
 		var d string
-		err := r.Scan(&d, &v.BrokerID, &v.BrokerStatus, &v.Reason, &v.Source, &v.At)
+		err := r.Scan(&d, &v.BrokerID, &v.IntentKey, &v.BrokerStatus, &v.Reason, &v.Source, &v.At)
 		v.Domain = funding.Domain(d)
 		return v, err
 	})
@@ -230,4 +231,23 @@ func (s *Store) Seen(ctx context.Context, stream, dedupeKey string) (bool, error
 	var seen bool
 	err := s.Pool.QueryRow(ctx, `select exists (select 1 from funding_stream_intake where stream = $1 and dedupe_key = $2)`, stream, dedupeKey).Scan(&seen)
 	return seen, err
+}
+
+// Accepted stores the broker's id of the intent key as soon as the broker
+// names it, and marks an intent the broker had not yet been seen to accept
+// PENDING: the create call's 200 means accepted, not settled, so no money
+// moves on it — the status streams and polls say when it does. A key
+// already bound to another id is ErrBrokerIDConflict.
+func (s *Store) Accepted(ctx context.Context, key, brokerID string) (Movement, error) {
+	m, err := scanMovement(s.Pool.QueryRow(ctx, `update funding_movements
+		set broker_id = $2, status = case when status = '' then 'PENDING' else status end, updated_at = now()
+		where intent_key = $1 and (broker_id is null or broker_id = $2) returning `+movementCols, key, brokerID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if m, err := s.ByKey(ctx, key); err != nil {
+			return Movement{}, err
+		} else {
+			return Movement{}, fmt.Errorf("intent %s holds %s, the broker named %s: %w", key, m.BrokerID, brokerID, ErrBrokerIDConflict)
+		}
+	}
+	return m, err
 }

@@ -72,6 +72,7 @@ create table funding_review (
     id            bigint generated always as identity primary key,
     domain        text not null,
     broker_id     text not null,
+    intent_key    text not null,
     broker_status text not null,
     reason        text not null,
     source        text not null,
