@@ -167,13 +167,17 @@ func (s *Store) Unanswered(ctx context.Context, d funding.Domain) ([]Movement, e
 	return s.list(ctx, `select `+movementCols+` from funding_movements where domain = $1 and broker_id is null and intent_key is not null order by id`, d)
 }
 
-// Open lists the records of domain d the broker is not done with (not
-// final, broker id known), least recently changed first, at most limit:
-// all a poller needs to ask about.
-func (s *Store) Open(ctx context.Context, d funding.Domain, limit int) ([]Movement, error) {
+// Open lists the records of domain d the broker is not done with, least
+// recently changed first, at most limit: all a poller needs to ask about.
+// Those are the records with a broker id that are not final, except that
+// a COMPLETED one is listed only while it changed within completedWithin:
+// completed is not final (a return or correction can follow), but a poll
+// need not ask about it forever.
+func (s *Store) Open(ctx context.Context, d funding.Domain, completedWithin time.Duration, limit int) ([]Movement, error) {
 	return s.list(ctx, `select `+movementCols+` from funding_movements
-		where domain = $1 and status not in ('CANCELLED', 'REVERSED') and broker_id is not null
-		order by updated_at, id limit $2`, d, limit)
+		where domain = $1 and broker_id is not null
+		  and (status in ('', 'PENDING') or (status = 'COMPLETED' and updated_at > now() - $2::interval))
+		order by updated_at, id limit $3`, d, completedWithin, limit)
 }
 
 func (s *Store) list(ctx context.Context, q string, args ...any) ([]Movement, error) {

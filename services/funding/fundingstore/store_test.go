@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -220,16 +221,23 @@ func TestOpenListsOnlyRecordsTheBrokerIsNotDoneWith(t *testing.T) {
 	if _, _, err := s.Intend(ctx, fundingstore.Movement{Domain: funding.WalletTransfer, IntentKey: "w-unanswered", AccountID: "acct-3", Direction: fundingstore.Debit, Amount: 1, Currency: "USD"}); err != nil {
 		t.Fatal(err)
 	}
-	open, err := s.Open(ctx, funding.WalletTransfer, 10)
-	if err != nil {
-		t.Fatal(err)
+	ids := func(within time.Duration) string {
+		t.Helper()
+		open, err := s.Open(ctx, funding.WalletTransfer, within, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range open {
+			ids = append(ids, m.BrokerID)
+		}
+		return fmt.Sprint(ids)
 	}
-	var ids []string
-	for _, m := range open {
-		ids = append(ids, m.BrokerID)
+	if got := ids(time.Hour); got != "[w-0 w-1 w-2]" {
+		t.Fatalf("open %v, want [w-0 w-1 w-2] (completed within the window can still change; failed is final)", got)
 	}
-	if fmt.Sprint(ids) != "[w-0 w-1 w-2]" {
-		t.Fatalf("open %v, want [w-0 w-1 w-2] (completed can still change; failed is final)", ids)
+	if got := ids(0); got != "[w-0 w-1]" {
+		t.Fatalf("open %v, want [w-0 w-1] (completed outside the window)", got)
 	}
 	un, err := s.Unanswered(ctx, funding.WalletTransfer)
 	if err != nil || len(un) != 1 || un[0].IntentKey != "w-unanswered" {
