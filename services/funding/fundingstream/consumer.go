@@ -278,11 +278,14 @@ func (c *Consumer) known(ctx context.Context, eventID string, n fundingstore.New
 	if n.IntentKey == "" {
 		return false, nil
 	}
-	_, err = c.Store.ByKey(ctx, n.IntentKey)
+	m, err := c.Store.ByKey(ctx, n.IntentKey)
 	if errors.Is(err, fundingstore.ErrNotFound) {
 		return false, nil
 	}
-	return err == nil, err
+	// An intent bound to another journal: this one carries its key but is
+	// another record (a correction's replacement may copy what the
+	// original carried).
+	return err == nil && (m.BrokerID == "" || m.BrokerID == n.BrokerID), err
 }
 
 func currency(c string) string {

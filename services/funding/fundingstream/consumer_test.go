@@ -227,3 +227,42 @@ func TestSinceStartsAtTheOriginAndRewindsByTheULIDsTime(t *testing.T) {
 		t.Fatal("no rewind should reconnect at the cursor")
 	}
 }
+
+// A journal that carries the key of an intent already bound to another
+// journal (a correction's replacement copying what the original carried)
+// is its own record, read from the broker, not news of the intent.
+func TestAJournalCarryingAnotherJournalsKeyIsItsOwnRecord(t *testing.T) {
+	rail := fundingtest.New(t, brokersim.Config{Seed: 16})
+	ctx := context.Background()
+	if _, _, err := rail.Store.Intend(ctx, fundingstore.Movement{Domain: "journal", IntentKey: "k1", AccountID: "acct-1",
+		Direction: fundingstore.Credit, Amount: 500, Currency: "USD"}); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v2/events/journals/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, m := range []string{
+			`{"event_id":"01KB0000000000000000000001","journal_id":"j-1","status_to":"executed","idempotency_key":"k1"}`,
+			`{"event_id":"01KB0000000000000000000002","journal_id":"j-1","status_to":"correct","idempotency_key":"k1"}`,
+			`{"event_id":"01KB0000000000000000000003","journal_id":"j-2","status_to":"executed","idempotency_key":"k1"}`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", m)
+		}
+	})
+	mux.HandleFunc("GET /v1/journals/j-2", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"id":"j-2","entry_type":"JNLC","from_account":"firm","to_account":"acct-1","status":"executed","net_amount":"4.99","description":"k1","currency":"USD"}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := &fundingstream.Consumer{Kind: fundingstream.Journals, Store: rail.Store, FirmAccount: "firm",
+		Broker: &fundingbroker.Client{BaseURL: srv.URL, HTTP: srv.Client()}}
+	if err := c.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := rail.Store.Reviews(ctx); len(rs) != 0 {
+		t.Fatalf("reviews %+v", rs)
+	}
+	if got := rail.Balance("acct-1"); got != 499 {
+		t.Fatalf("balance %d, want 499 (500 credited, reverted, 499 credited)", got)
+	}
+}
