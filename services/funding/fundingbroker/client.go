@@ -62,13 +62,34 @@ type Journal struct {
 
 // Transfer is an ACH or wire transfer.
 type Transfer struct {
-	ID        string `json:"id"`
-	AccountID string `json:"account_id"`
-	Type      string `json:"type"`
-	Status    string `json:"status"`
-	Amount    string `json:"amount"`
-	Direction string `json:"direction"` // INCOMING | OUTGOING
-	Reason    string `json:"reason"`
+	ID             string    `json:"id"`
+	AccountID      string    `json:"account_id"`
+	Type           string    `json:"type"`
+	Status         string    `json:"status"`
+	Amount         string    `json:"amount"`
+	Direction      string    `json:"direction"` // INCOMING | OUTGOING
+	RelationshipID string    `json:"relationship_id"`
+	Reason         string    `json:"reason"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// TransferRequest is an ACH transfer to create. Amount in cents;
+// Direction INCOMING (a deposit) or OUTGOING (a withdrawal).
+type TransferRequest struct {
+	RelationshipID string
+	Direction      string
+	Amount         int64
+}
+
+// CreateTransfer is POST /v1/accounts/{account_id}/transfers for an ACH
+// transfer. The broker takes no Idempotency-Key here: a retry is a second
+// transfer, so a caller that lost the answer must find the first in the
+// account's list before calling again.
+func (c *Client) CreateTransfer(ctx context.Context, account string, r TransferRequest) (Transfer, error) {
+	body := map[string]string{"transfer_type": "ach", "relationship_id": r.RelationshipID, "amount": FormatCents(r.Amount), "direction": r.Direction}
+	var t Transfer
+	err := c.do(ctx, http.MethodPost, "/v1/accounts/"+url.PathEscape(account)+"/transfers", nil, body, nil, &t)
+	return t, err
 }
 
 // WalletTransfer is a funding-wallet transfer (v1beta).

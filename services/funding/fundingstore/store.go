@@ -242,16 +242,49 @@ func (s *Store) Seen(ctx context.Context, stream, dedupeKey string) (bool, error
 // PENDING: the create call's 200 means accepted, not settled, so no money
 // moves on it — the status streams and polls say when it does. A key
 // already bound to another id is ErrBrokerIDConflict.
+//
+// A stream may have mirrored the record before the answer came (a
+// transfer's events carry no key to link it to its intent): that row is
+// folded into the intent's — its status and entries move over, its events
+// stand, since they name the broker's id — and removed.
 func (s *Store) Accepted(ctx context.Context, key, brokerID string) (Movement, error) {
-	m, err := scanMovement(s.Pool.QueryRow(ctx, `update funding_movements
-		set broker_id = $2, status = case when status = '' then 'PENDING' else status end, updated_at = now()
-		where intent_key = $1 and (broker_id is null or broker_id = $2) returning `+movementCols, key, brokerID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		if m, err := s.ByKey(ctx, key); err != nil {
-			return Movement{}, err
-		} else {
-			return Movement{}, fmt.Errorf("intent %s holds %s, the broker named %s: %w", key, m.BrokerID, brokerID, ErrBrokerIDConflict)
+	var m Movement
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		in, err := scanMovement(tx.QueryRow(ctx, `select `+movementCols+` from funding_movements where intent_key = $1 for update`, key))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("intent %s: %w", key, ErrNotFound)
 		}
-	}
+		if err != nil {
+			return err
+		}
+		if in.BrokerID != "" && in.BrokerID != brokerID {
+			return fmt.Errorf("intent %s holds %s, the broker named %s: %w", key, in.BrokerID, brokerID, ErrBrokerIDConflict)
+		}
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtextextended('funding-account:' || $1, 0))`, in.AccountID); err != nil {
+			return err
+		}
+		status, brokerStatus := in.Status, in.BrokerStatus
+		var orphan int64
+		err = tx.QueryRow(ctx, `select id, status, broker_status from funding_movements
+			where domain = $1 and broker_id = $2 and intent_key is null for update`, in.Domain, brokerID).Scan(&orphan, &status, &brokerStatus)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			if _, err := tx.Exec(ctx, `update funding_entries set movement_id = $1 where movement_id = $2`, in.ID, orphan); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `delete from funding_movements where id = $1`, orphan); err != nil {
+				return err
+			}
+		}
+		if status == "" {
+			status = funding.Pending
+		}
+		m, err = scanMovement(tx.QueryRow(ctx, `update funding_movements set broker_id = $2, status = $3, broker_status = $4, updated_at = now()
+			where id = $1 returning `+movementCols, in.ID, brokerID, status, brokerStatus))
+		return err
+	})
 	return m, err
 }

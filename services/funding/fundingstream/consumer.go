@@ -60,7 +60,11 @@ type Consumer struct {
 	Rewind time.Duration
 	// Backoff is the pause before reconnecting (a second if zero).
 	Backoff time.Duration
-	Logger  *slog.Logger
+	// CallTimeout bounds each call that reads a record's details (ten
+	// seconds if zero): the stream's client has no timeout, and a call
+	// whose answer never comes would hold the stream.
+	CallTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 // Run reads the stream until ctx ends, reconnecting from the persisted
@@ -208,7 +212,9 @@ func (c *Consumer) journalNews(ctx context.Context, ev journalEvent) ([]fundings
 	if known, err := c.known(ctx, ev.EventID, n); err != nil || known {
 		return []fundingstore.News{n}, err
 	}
-	j, err := c.Broker.GetJournal(ctx, ev.JournalID)
+	cctx, cancel := c.callContext(ctx)
+	defer cancel()
+	j, err := c.Broker.GetJournal(cctx, ev.JournalID)
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", ev.JournalID, err)
 	}
@@ -236,7 +242,9 @@ func (c *Consumer) fundingNews(ctx context.Context, ev fundingEvent) ([]fundings
 		return []fundingstore.News{n}, err
 	}
 	// No GET by id for transfers: the account's list is the only way.
-	ts, err := c.Broker.ListTransfers(ctx, ev.AccountID)
+	cctx, cancel := c.callContext(ctx)
+	defer cancel()
+	ts, err := c.Broker.ListTransfers(cctx, ev.AccountID)
 	if err != nil {
 		return nil, fmt.Errorf("transfers of %s: %w", ev.AccountID, err)
 	}
@@ -286,6 +294,14 @@ func (c *Consumer) known(ctx context.Context, eventID string, n fundingstore.New
 	// another record (a correction's replacement may copy what the
 	// original carried).
 	return err == nil && (m.BrokerID == "" || m.BrokerID == n.BrokerID), err
+}
+
+func (c *Consumer) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := c.CallTimeout
+	if d <= 0 {
+		d = 10 * time.Second
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 func currency(c string) string {
