@@ -1,8 +1,8 @@
 // Command funding-svc moves customers' money through a broker (Alpaca's
-// Broker API, or broker-sim): deposits and withdrawals by cash journal,
-// mirrored from the broker's journal and funding status streams (each
-// read from its persisted cursor) and from polls of the funding-wallet
-// transfers that send no events. Every movement's entries publish
+// Broker API, or broker-sim): deposits and withdrawals by cash journal and
+// by ACH transfer, mirrored from the broker's journal and funding status
+// streams (each read from its persisted cursor) and from polls of the
+// funding-wallet transfers that send no events. Every movement's entries publish
 // account.* events through the outbox, keyed by account id; the balances
 // per account are their projection.
 package main
@@ -21,6 +21,7 @@ import (
 	"github.com/concordhq/concord/services/funding/fundingpoll"
 	"github.com/concordhq/concord/services/funding/fundingstore"
 	"github.com/concordhq/concord/services/funding/fundingstream"
+	"github.com/concordhq/concord/services/funding/fundingtransfer"
 	"github.com/concordhq/concord/services/internal/svc"
 )
 
@@ -62,7 +63,8 @@ func run(ctx context.Context, args []string) error {
 			// Streams stay open for hours: no client timeout, ctx ends them.
 			streams := &fundingbroker.Client{BaseURL: *brokerURL, KeyID: *keyID, Secret: *secret, HTTP: &http.Client{}}
 			writer := &fundingjournal.Writer{Store: store, Broker: calls, FirmAccount: *firm}
-			(&fundingapi.Handler{Store: store, Writer: writer, Log: env.Log}).Register(env.API)
+			transfers := &fundingtransfer.Writer{Store: store, Broker: calls}
+			(&fundingapi.Handler{Store: store, Writer: writer, Transfers: transfers, Log: env.Log}).Register(env.API)
 			workers := []func(context.Context) error{
 				(&fundingpoll.Poller{Store: store, Broker: calls, Interval: *pollEvery, CompletedWindow: *completedWindow}).Run,
 				func(ctx context.Context) error { return every(ctx, *resumeEvery, writer.Resume, env) },

@@ -101,3 +101,37 @@ func TestDepositThroughTheAPIAndCatchUpAfterARestart(t *testing.T) {
 	start(t, dbURL, rail.HTTP.URL, rail.Firm, addr)
 	wantBalance(2800)
 }
+
+// An ACH deposit through the API completes, the bank returns it, and the
+// service's projection follows both.
+func TestAnACHDepositThroughTheAPIIsCreditedThenReversedOnReturn(t *testing.T) {
+	rail := fundingtest.New(t, brokersim.Config{Seed: 42})
+	dbURL := testkit.NewDatabase(t, testkit.PostgresURL(t))
+	acct := rail.Account()
+	addr := freeAddr(t)
+	start(t, dbURL, rail.HTTP.URL, rail.Firm, addr)
+	body, _ := json.Marshal(map[string]any{"request_id": "ach-1", "account_id": acct, "relationship_id": "rel-1", "kind": "deposit", "amount": 7000})
+	var m struct {
+		BrokerID string `json:"broker_id"`
+	}
+	fundingtest.Eventually(t, 30*time.Second, "the API answers", func() (bool, string) {
+		res, err := http.Post("http://"+addr+"/v1/funding/transfers", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return false, err.Error()
+		}
+		defer res.Body.Close()
+		_ = json.NewDecoder(res.Body).Decode(&m)
+		return res.StatusCode == http.StatusOK && m.BrokerID != "", res.Status
+	})
+	fundingtest.Eventually(t, 30*time.Second, "credited", func() (bool, string) {
+		b, err := balance(addr, acct)
+		return err == nil && b == 7000, fmt.Sprintf("balance %d, %v", b, err)
+	})
+	if err := rail.Sim.ReturnTransfer(context.Background(), m.BrokerID, ""); err != nil {
+		t.Fatal(err)
+	}
+	fundingtest.Eventually(t, 30*time.Second, "reversed", func() (bool, string) {
+		b, err := balance(addr, acct)
+		return err == nil && b == 0, fmt.Sprintf("balance %d, %v", b, err)
+	})
+}

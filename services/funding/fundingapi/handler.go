@@ -1,6 +1,8 @@
 // Package fundingapi is funding-svc's HTTP API: deposits and withdrawals
-// by cash journal, the movements as the service mirrors them, and the
-// projected balance of an account.
+// by cash journal (between the firm's account and the customer's) and by
+// ACH transfer (between the customer's bank and their account), the
+// movements as the service mirrors them, and the projected balance of an
+// account.
 package fundingapi
 
 import (
@@ -12,18 +14,24 @@ import (
 
 	"github.com/concordhq/concord/services/funding/fundingjournal"
 	"github.com/concordhq/concord/services/funding/fundingstore"
+	"github.com/concordhq/concord/services/funding/fundingtransfer"
 )
 
 // Handler serves the API.
 type Handler struct {
 	Store  *fundingstore.Store
 	Writer *fundingjournal.Writer
-	Log    *slog.Logger
+	// Transfers submits ACH transfers; nil leaves /v1/funding/transfers out.
+	Transfers *fundingtransfer.Writer
+	Log       *slog.Logger
 }
 
 // Register mounts the endpoints on mux.
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/funding/journals", h.submit)
+	if h.Transfers != nil {
+		mux.HandleFunc("POST /v1/funding/transfers", h.transfer)
+	}
 	mux.HandleFunc("GET /v1/funding/movements/{key}", h.movement)
 	mux.HandleFunc("GET /v1/funding/accounts/{account_id}/balance", h.balance)
 }
@@ -64,12 +72,8 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusBadRequest, "body: "+err.Error())
 		return
 	}
-	dir := fundingstore.Credit
-	switch req.Kind {
-	case "deposit":
-	case "withdrawal":
-		dir = fundingstore.Debit
-	default:
+	dir, ok := direction(req.Kind)
+	if !ok {
 		problem(w, http.StatusBadRequest, `kind: want "deposit" or "withdrawal"`)
 		return
 	}
@@ -95,6 +99,56 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		}
 		problem(w, http.StatusBadGateway, err.Error())
 	}
+}
+
+// TransferRequest is POST /v1/funding/transfers: an ACH deposit (from the
+// bank relationship to the account) or withdrawal (back to it).
+type TransferRequest struct {
+	RequestID      string `json:"request_id"`
+	AccountID      string `json:"account_id"`
+	RelationshipID string `json:"relationship_id"`
+	Kind           string `json:"kind"` // deposit | withdrawal
+	Amount         int64  `json:"amount"`
+}
+
+func (h *Handler) transfer(w http.ResponseWriter, r *http.Request) {
+	var req TransferRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+		problem(w, http.StatusBadRequest, "body: "+err.Error())
+		return
+	}
+	dir, ok := direction(req.Kind)
+	if !ok || req.RequestID == "" || req.AccountID == "" || req.RelationshipID == "" || req.Amount <= 0 {
+		problem(w, http.StatusBadRequest, `request_id, account_id, relationship_id, kind ("deposit" or "withdrawal") and a positive amount (cents) are required`)
+		return
+	}
+	m, err := h.Transfers.Submit(r.Context(), fundingtransfer.Request{RequestID: req.RequestID, AccountID: req.AccountID,
+		RelationshipID: req.RelationshipID, Direction: dir, Amount: req.Amount})
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, view(m))
+	case errors.Is(err, fundingstore.ErrIntentConflict):
+		problem(w, http.StatusConflict, "request_id was used for another request")
+	case errors.Is(err, fundingtransfer.ErrAmbiguous):
+		problem(w, http.StatusConflict, "several of the broker's transfers could be this request's; sent to review")
+	case errors.Is(err, fundingtransfer.ErrUnknownOutcome):
+		problem(w, http.StatusServiceUnavailable, "the broker's answer is unknown; submit the same request again")
+	default:
+		if h.Log != nil {
+			h.Log.Warn("transfer submit", "request_id", req.RequestID, "err", err)
+		}
+		problem(w, http.StatusBadGateway, err.Error())
+	}
+}
+
+func direction(kind string) (fundingstore.Direction, bool) {
+	switch kind {
+	case "deposit":
+		return fundingstore.Credit, true
+	case "withdrawal":
+		return fundingstore.Debit, true
+	}
+	return "", false
 }
 
 func (h *Handler) movement(w http.ResponseWriter, r *http.Request) {
