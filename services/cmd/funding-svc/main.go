@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string) error {
 				(&fundingpoll.Poller{Store: store, Broker: calls, Interval: *pollEvery, CompletedWindow: *completedWindow}).Run,
 				func(ctx context.Context) error { return every(ctx, *resumeEvery, writer.Resume, env) },
 			}
-			for _, k := range []fundingstream.Kind{fundingstream.Journals, fundingstream.Funding} {
+			for _, k := range []fundingstream.Kind{fundingstream.Journals, fundingstream.Funding, fundingstream.Activities} {
 				c := &fundingstream.Consumer{Kind: k, Store: store, Broker: streams, FirmAccount: *firm, Rewind: *rewind, Logger: env.Log}
 				workers = append(workers, c.Run)
 			}

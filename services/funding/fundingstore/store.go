@@ -288,3 +288,13 @@ func (s *Store) Accepted(ctx context.Context, key, brokerID string) (Movement, e
 	})
 	return m, err
 }
+
+// Payload is the stream's message taken in under dedupeKey, as received
+// (found is false for one never taken in).
+func (s *Store) Payload(ctx context.Context, stream, dedupeKey string) (payload []byte, found bool, err error) {
+	err = s.Pool.QueryRow(ctx, `select payload from funding_stream_intake where stream = $1 and dedupe_key = $2`, stream, dedupeKey).Scan(&payload)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	return payload, err == nil, err
+}

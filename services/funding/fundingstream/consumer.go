@@ -29,11 +29,18 @@ const (
 	Journals Kind = "journals"
 	// Funding is /v2/events/funding/status (transfers among its entities).
 	Funding Kind = "funding"
+	// Activities is /v2beta1/events/activities: the account activities
+	// money movements book (JNLC for journals, CSD/CSW for transfers), a
+	// second source of the same news, deduped on ref_id.
+	Activities Kind = "activities"
 )
 
 func (k Kind) path() string {
-	if k == Journals {
+	switch k {
+	case Journals:
 		return "/v2/events/journals/status"
+	case Activities:
+		return "/v2beta1/events/activities"
 	}
 	return "/v2/events/funding/status"
 }
@@ -162,6 +169,20 @@ type journalEvent struct {
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
+type activityEvent struct {
+	EventID         string `json:"event_id"`
+	RefID           string `json:"ref_id"`
+	PreviousID      string `json:"previous_id"`
+	AccountID       string `json:"account_id"`
+	ActivityType    string `json:"activity_type"`
+	ActivitySubtype string `json:"activity_subtype"`
+	Status          string `json:"status"`
+	Details         struct {
+		JournalID  string `json:"journal_id"`
+		TransferID string `json:"transfer_id"`
+	} `json:"details"`
+}
+
 type fundingEvent struct {
 	EventID    string `json:"event_id"`
 	AccountID  string `json:"account_id"`
@@ -185,6 +206,22 @@ func (c *Consumer) take(ctx context.Context, data []byte) error {
 		}
 		id = ev.EventID
 		news, err = c.journalNews(ctx, ev)
+	case Activities:
+		var ev activityEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return fmt.Errorf("activity %s: %w", data, err)
+		}
+		if ev.RefID == "" || ev.EventID == "" {
+			return fmt.Errorf("activity without ref_id or event_id: %s", data)
+		}
+		news, err = c.activityNews(ctx, ev)
+		if err != nil {
+			return err
+		}
+		// The activities stream's dedupe key is ref_id (a replay may send
+		// an activity under another event_id); event_id is its cursor.
+		_, _, err = c.Store.Take(ctx, fundingstore.Intake{Stream: string(c.Kind), DedupeKey: ev.RefID, EventID: ev.EventID, Payload: data}, news...)
+		return err
 	default:
 		var ev fundingEvent
 		if err := json.Unmarshal(data, &ev); err != nil {
@@ -201,6 +238,64 @@ func (c *Consumer) take(ctx context.Context, data []byte) error {
 	}
 	_, _, err = c.Store.Take(ctx, fundingstore.Intake{Stream: string(c.Kind), DedupeKey: id, EventID: id, Payload: data}, news...)
 	return err
+}
+
+// activityNews is the news an activity brings: a JNLC activity says its
+// journal executed, and one with previous_id says the journal of the
+// activity it replaces was corrected; a CSD/CSW activity says its transfer
+// completed, or, as a RETURN, that it was returned. Other activities
+// (trades, fees, dividends) are taken in and change nothing.
+func (c *Consumer) activityNews(ctx context.Context, ev activityEvent) ([]fundingstore.News, error) {
+	if seen, err := c.Store.Seen(ctx, string(Activities), ev.RefID); err != nil || seen {
+		return nil, err
+	}
+	var news []fundingstore.News
+	switch {
+	case ev.ActivityType == "JNLC" && ev.Details.JournalID != "":
+		if ev.PreviousID != "" {
+			prev, err := c.previousJournal(ctx, ev.PreviousID)
+			if err != nil {
+				return nil, err
+			}
+			if prev != "" {
+				news = append(news, fundingstore.News{Domain: funding.Journal, BrokerID: prev, BrokerStatus: "correct", Source: "stream:activities"})
+			}
+		}
+		n, err := c.journalNews(ctx, journalEvent{EventID: ev.RefID, JournalID: ev.Details.JournalID, StatusTo: ev.Status})
+		if err != nil {
+			return nil, err
+		}
+		news = append(news, n...)
+	case (ev.ActivityType == "CSD" || ev.ActivityType == "CSW") && ev.Details.TransferID != "":
+		status := "COMPLETE"
+		if strings.EqualFold(ev.ActivitySubtype, "RETURN") {
+			status = "RETURNED"
+		}
+		n, err := c.fundingNews(ctx, fundingEvent{EventID: ev.RefID, AccountID: ev.AccountID, EntityID: ev.Details.TransferID,
+			EntityType: "Transfer", StatusTo: status})
+		if err != nil {
+			return nil, err
+		}
+		news = n
+	}
+	for i := range news {
+		news[i].Source = "stream:activities"
+	}
+	return news, nil
+}
+
+// previousJournal is the journal of the activity ref taken in before
+// ("" when it was not).
+func (c *Consumer) previousJournal(ctx context.Context, ref string) (string, error) {
+	b, found, err := c.Store.Payload(ctx, string(Activities), ref)
+	if err != nil || !found {
+		return "", err
+	}
+	var prev activityEvent
+	if err := json.Unmarshal(b, &prev); err != nil {
+		return "", fmt.Errorf("activity %s: %w", ref, err)
+	}
+	return prev.Details.JournalID, nil
 }
 
 // journalNews is the news of a journal event, with the journal's details

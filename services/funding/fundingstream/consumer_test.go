@@ -266,3 +266,37 @@ func TestAJournalCarryingAnotherJournalsKeyIsItsOwnRecord(t *testing.T) {
 		t.Fatalf("balance %d, want 499 (500 credited, reverted, 499 credited)", got)
 	}
 }
+
+// The activities stream alone — duplicated, reordered, disconnecting —
+// brings every journal, correction, transfer and return: the status
+// streams are not the only source, and activities dedupe on ref_id.
+func TestTheActivitiesStreamAloneBringsJournalsCorrectionsAndReturns(t *testing.T) {
+	rail := fundingtest.New(t, brokersim.Config{Seed: 17})
+	setFaults(t, rail, func(f *brokersim.Faults) {
+		f.SSEDuplicateRate, f.SSEReorderRate, f.SSEDisconnectRate = 0.3, 0.3, 0.1
+	})
+	w := &fundingjournal.Writer{Store: rail.Store, Broker: rail.Client(5 * time.Second), FirmAccount: rail.Firm}
+	a, b := rail.Account(), rail.Account()
+	run(t, rail, fundingstream.Activities, time.Minute)
+	m, err := w.Submit(context.Background(), fundingjournal.Request{RequestID: "dep", AccountID: a, Direction: fundingstore.Credit, Amount: 2500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr fundingbroker.Transfer
+	rail.Call(http.MethodPost, "/v1/accounts/"+b+"/transfers", map[string]string{"transfer_type": "ach", "relationship_id": "rel-1",
+		"amount": "100.00", "direction": "INCOMING"}, &tr)
+	converged(t, rail, []string{a, b}, "account.credited", 2)
+	if _, err := rail.Sim.CorrectJournal(context.Background(), m.BrokerID, "24.99"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rail.Sim.ReturnTransfer(context.Background(), tr.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, rail, []string{a, b}, "account.credited", 3)
+	if got := events(rail, "account.credit_reversed"); got != 2 {
+		t.Fatalf("%d credit_reversed events, want 2 (the correction, the return)", got)
+	}
+	if got := rail.Balance(a) + rail.Balance(b); got != 2499 {
+		t.Fatalf("balances sum to %d, want 2499", got)
+	}
+}
