@@ -300,3 +300,30 @@ func TestTheActivitiesStreamAloneBringsJournalsCorrectionsAndReturns(t *testing.
 		t.Fatalf("balances sum to %d, want 2499", got)
 	}
 }
+
+// An activity delivered again under another event_id is the same
+// activity: the activities stream dedupes on ref_id.
+func TestActivitiesDedupeOnRefIDNotEventID(t *testing.T) {
+	rail := fundingtest.New(t, brokersim.Config{Seed: 18})
+	ctx := context.Background()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v2beta1/events/activities", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, id := range []string{"01KB0000000000000000000001", "01KB0000000000000000000002"} {
+			fmt.Fprintf(w, `data: {"event_id":%q,"ref_id":"ref-1","account_id":"acct-9","activity_type":"CSD","status":"executed","net_amount":"5.00","details":{"transfer_id":"t-gone"}}`+"\n\n", id)
+		}
+	})
+	mux.HandleFunc("GET /v1/accounts/acct-9/transfers", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `[]`) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := &fundingstream.Consumer{Kind: fundingstream.Activities, Store: rail.Store, Broker: &fundingbroker.Client{BaseURL: srv.URL, HTTP: srv.Client()}}
+	if err := c.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := rail.Store.Reviews(ctx); len(rs) != 1 || rs[0].BrokerID != "t-gone" {
+		t.Fatalf("reviews %+v: want the transfer nobody can place once", rs)
+	}
+	if cur, _ := rail.Store.Cursor(ctx, "activities"); cur != "01KB0000000000000000000002" {
+		t.Fatalf("cursor %q", cur)
+	}
+}
