@@ -3,7 +3,6 @@ package fundingstore
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -148,21 +147,31 @@ func (s *Store) lock(ctx context.Context, tx pgx.Tx, n News) (Movement, bool, er
 	}
 	if errors.Is(err, pgx.ErrNoRows) && n.Details != nil {
 		d := *n.Details
-		if verr := d.valid(); verr != nil {
-			return Movement{}, false, fmt.Errorf("%s %s: %w", n.Domain, n.BrokerID, verr)
+		if d.valid() != nil {
+			// A record described as no movement can be (no amount, no
+			// account) is not placed: review, rather than an error that
+			// would hold the stream on this message forever.
+			return Movement{}, false, nil
+		}
+		// The account's lock before the row the insert locks, the order
+		// every writer of the account keeps.
+		if err := lockAccount(ctx, tx, d.AccountID); err != nil {
+			return Movement{}, false, err
 		}
 		err = tx.QueryRow(ctx, `insert into funding_movements (domain, broker_id, account_id, direction, amount, currency)
 			values ($1, $2, $3, $4, $5, $6)
 			on conflict (domain, broker_id) do update set broker_id = excluded.broker_id
 			returning id, account_id`, n.Domain, n.BrokerID, d.AccountID, d.Direction, d.Amount, d.Currency).Scan(&id, &account)
+		if err == nil && account != d.AccountID {
+			err = lockAccount(ctx, tx, account)
+		}
+	} else if err == nil {
+		err = lockAccount(ctx, tx, account)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Movement{}, false, nil
 	}
 	if err != nil {
-		return Movement{}, false, err
-	}
-	if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtextextended('funding-account:' || $1, 0))`, account); err != nil {
 		return Movement{}, false, err
 	}
 	m, err := scanMovement(tx.QueryRow(ctx, `select `+movementCols+` from funding_movements where id = $1 for update`, id))
@@ -176,6 +185,14 @@ func (s *Store) lock(ctx context.Context, tx pgx.Tx, n News) (Movement, bool, er
 		m.BrokerID = n.BrokerID
 	}
 	return m, true, nil
+}
+
+// lockAccount serialises the changes of one account until tx ends: a
+// stream, another stream, a poller and a write's answer may each bring
+// news of it.
+func lockAccount(ctx context.Context, tx pgx.Tx, account string) error {
+	_, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtextextended('funding-account:' || $1, 0))`, account)
+	return err
 }
 
 // entry books one entry of m (apply or revert) on its account, updates the

@@ -250,18 +250,26 @@ func (s *Store) Seen(ctx context.Context, stream, dedupeKey string) (bool, error
 func (s *Store) Accepted(ctx context.Context, key, brokerID string) (Movement, error) {
 	var m Movement
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		in, err := scanMovement(tx.QueryRow(ctx, `select `+movementCols+` from funding_movements where intent_key = $1 for update`, key))
+		// The account's lock first, then the rows, as apply takes them: in
+		// the other order, an answer and a stream message of one account
+		// deadlock.
+		var account string
+		err := tx.QueryRow(ctx, `select account_id from funding_movements where intent_key = $1`, key).Scan(&account)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("intent %s: %w", key, ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
+		if err := lockAccount(ctx, tx, account); err != nil {
+			return err
+		}
+		in, err := scanMovement(tx.QueryRow(ctx, `select `+movementCols+` from funding_movements where intent_key = $1 for update`, key))
+		if err != nil {
+			return err
+		}
 		if in.BrokerID != "" && in.BrokerID != brokerID {
 			return fmt.Errorf("intent %s holds %s, the broker named %s: %w", key, in.BrokerID, brokerID, ErrBrokerIDConflict)
-		}
-		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtextextended('funding-account:' || $1, 0))`, in.AccountID); err != nil {
-			return err
 		}
 		status, brokerStatus := in.Status, in.BrokerStatus
 		var orphan int64

@@ -157,6 +157,8 @@ func TestUnknownStatusAndUnknownRecordGoToReviewAndChangeNothing(t *testing.T) {
 	for _, n := range []fundingstore.News{
 		{Domain: funding.Journal, BrokerID: "j-1", BrokerStatus: "teleported", IntentKey: "k1", Source: "test"},
 		{Domain: funding.Transfer, BrokerID: "t-9", BrokerStatus: "COMPLETE", Source: "test"},
+		{Domain: funding.Transfer, BrokerID: "t-10", BrokerStatus: "COMPLETE", Source: "test",
+			Details: &fundingstore.Movement{AccountID: "acct-1", Direction: fundingstore.Credit, Amount: 0, Currency: "USD"}},
 	} {
 		r, err := s.Report(ctx, n)
 		if err != nil || !r.Review {
@@ -164,7 +166,7 @@ func TestUnknownStatusAndUnknownRecordGoToReviewAndChangeNothing(t *testing.T) {
 		}
 	}
 	rs, err := s.Reviews(ctx)
-	if err != nil || len(rs) != 2 || rs[0].BrokerStatus != "teleported" || rs[1].BrokerID != "t-9" {
+	if err != nil || len(rs) != 3 || rs[0].BrokerStatus != "teleported" || rs[1].BrokerID != "t-9" || rs[2].BrokerID != "t-10" {
 		t.Fatalf("reviews %+v, %v", rs, err)
 	}
 	m, _ := s.ByKey(ctx, "k1")

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -220,8 +221,7 @@ func (c *Consumer) take(ctx context.Context, data []byte) error {
 		}
 		// The activities stream's dedupe key is ref_id (a replay may send
 		// an activity under another event_id); event_id is its cursor.
-		_, _, err = c.Store.Take(ctx, fundingstore.Intake{Stream: string(c.Kind), DedupeKey: ev.RefID, EventID: ev.EventID, Payload: data}, news...)
-		return err
+		return c.commit(ctx, fundingstore.Intake{Stream: string(c.Kind), DedupeKey: ev.RefID, EventID: ev.EventID, Payload: data}, news)
 	default:
 		var ev fundingEvent
 		if err := json.Unmarshal(data, &ev); err != nil {
@@ -236,7 +236,16 @@ func (c *Consumer) take(ctx context.Context, data []byte) error {
 	if id == "" {
 		return fmt.Errorf("%s event without event_id: %s", c.Kind, data)
 	}
-	_, _, err = c.Store.Take(ctx, fundingstore.Intake{Stream: string(c.Kind), DedupeKey: id, EventID: id, Payload: data}, news...)
+	return c.commit(ctx, fundingstore.Intake{Stream: string(c.Kind), DedupeKey: id, EventID: id, Payload: data}, news)
+}
+
+// commit takes the message in. A shutdown does not cut it short: a
+// commit cancelled half-way may still land after Run returned, so the
+// message in hand is finished (within a bound) and Run returns after it.
+func (c *Consumer) commit(ctx context.Context, in fundingstore.Intake, news []fundingstore.News) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, _, err := c.Store.Take(tctx, in, news...)
 	return err
 }
 
@@ -310,12 +319,15 @@ func (c *Consumer) journalNews(ctx context.Context, ev journalEvent) ([]fundings
 	cctx, cancel := c.callContext(ctx)
 	defer cancel()
 	j, err := c.Broker.GetJournal(cctx, ev.JournalID)
+	if fundingbroker.IsStatus(err, http.StatusNotFound) {
+		return []fundingstore.News{n}, nil // the store sends it to review
+	}
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", ev.JournalID, err)
 	}
 	cents, err := fundingbroker.ParseCents(j.NetAmount)
 	if err != nil {
-		return nil, fmt.Errorf("journal %s: %w", j.ID, err)
+		return []fundingstore.News{n}, nil // no movement it can describe: review
 	}
 	d := &fundingstore.Movement{AccountID: j.ToAccount, Direction: fundingstore.Credit, Amount: cents, Currency: currency(j.Currency)}
 	if j.ToAccount == c.FirmAccount {
@@ -349,7 +361,7 @@ func (c *Consumer) fundingNews(ctx context.Context, ev fundingEvent) ([]fundings
 		}
 		cents, err := fundingbroker.ParseCents(t.Amount)
 		if err != nil {
-			return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
+			break // no movement it can describe: review
 		}
 		dir := fundingstore.Credit
 		if strings.EqualFold(t.Direction, "OUTGOING") {
