@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -244,5 +245,48 @@ func TestOpenListsOnlyRecordsTheBrokerIsNotDoneWith(t *testing.T) {
 	un, err := s.Unanswered(ctx, funding.WalletTransfer)
 	if err != nil || len(un) != 1 || un[0].IntentKey != "w-unanswered" {
 		t.Fatalf("unanswered %+v, %v", un, err)
+	}
+}
+
+// A write's answer and stream news about the same record, at the same
+// moment, neither deadlock nor apply twice.
+func TestAnswersAndNewsOfOneAccountConcurrentlyNeitherDeadlockNorDoubleApply(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	const n = 40
+	for i := range n {
+		if _, _, err := s.Intend(ctx, deposit(fmt.Sprintf("k%d", i), "acct-1", 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		key, id := fmt.Sprintf("k%d", i), fmt.Sprintf("j-%d", i)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make(chan error, 2)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := s.Accepted(ctx, key, id); err != nil {
+				errs <- err
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := s.Report(ctx, fundingstore.News{Domain: funding.Journal, BrokerID: id, BrokerStatus: "executed", IntentKey: key}); err != nil {
+				errs <- err
+			}
+		}()
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	if got := balance(t, s, "acct-1"); got != n*100 {
+		t.Fatalf("balance %d, want %d", got, n*100)
 	}
 }
