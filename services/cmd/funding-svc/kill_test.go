@@ -44,11 +44,11 @@ func TestAKilledServiceResumesFromItsCursorsMissingNothingApplyingNothingTwice(t
 	rail := fundingtest.New(t, brokersim.Config{Seed: 43})
 	dbURL := testkit.NewDatabase(t, testkit.PostgresURL(t))
 	accounts := []string{rail.Account(), rail.Account()}
-	addr := freeAddr(t)
+	addr, ops := freeAddr(t), freeAddr(t)
 	p := proc.Start(t, proc.Command{Name: "funding-svc", Path: binary, Log: filepath.Join(t.TempDir(), "funding-svc.log"),
 		Args: []string{"--database-url", dbURL, "--broker-url", rail.HTTP.URL, "--broker-key-id", "CK_TEST", "--broker-secret", "secret",
-			"--firm-account", rail.Firm, "--http-addr", addr, "--relay=false", "--create-topics=false"}})
-	if err := p.WaitReady(context.Background(), "http://"+addr+"/healthz", 60*time.Second); err != nil {
+			"--firm-account", rail.Firm, "--http-addr", addr, "--ops-addr", ops, "--relay=false", "--create-topics=false"}})
+	if err := p.WaitReady(context.Background(), "http://"+ops+"/healthz", 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 

@@ -37,7 +37,7 @@ func start(t *testing.T, dbURL, brokerURL, firm, addr string) (stop func()) {
 	go func() {
 		defer wg.Done()
 		err := run(ctx, []string{"--database-url", dbURL, "--broker-url", brokerURL, "--broker-key-id", "CK_TEST", "--broker-secret", "secret",
-			"--firm-account", firm, "--http-addr", addr, "--relay=false", "--create-topics=false", "--poll-interval", "100ms",
+			"--firm-account", firm, "--http-addr", addr, "--ops-addr", "127.0.0.1:0", "--relay=false", "--create-topics=false", "--poll-interval", "100ms",
 			"--shutdown-grace", "2s"})
 		if err != nil && ctx.Err() == nil {
 			t.Errorf("funding-svc: %v", err)
