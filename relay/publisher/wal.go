@@ -751,7 +751,11 @@ func (w *WALRelay) sweepBlocked(ctx context.Context, s *walSession) error {
 				rows.Close()
 				return err
 			}
-			if len(list) == 0 && p {
+			// A parked row anywhere among them keeps the key blocked:
+			// the rows before it are still the stream's (produced, not
+			// yet settled), and the sweep would otherwise produce the
+			// parked row again, counting one more attempt each time.
+			if p {
 				parked = true
 				break
 			}
