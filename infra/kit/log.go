@@ -37,5 +37,5 @@ func (f LogFlags) NewLogger(w io.Writer, service string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", *f.Format)
 	}
-	return slog.New(h).With("service", service), nil
+	return slog.New(ContextHandler{h}).With("service", service), nil
 }

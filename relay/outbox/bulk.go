@@ -90,10 +90,11 @@ func (b *Buffer) Flush(ctx context.Context, tx pgx.Tx) error {
 
 // Emitting calls fn with an Emitter and writes what fn emitted in tx when
 // fn returns nil: code outside a consumer's runner (a sweeper, a test) gets
-// what the runner gives handlers, and cannot forget the flush.
+// what the runner gives handlers, and cannot forget the flush. The events
+// carry the trace of ctx's span (see Traced).
 func (w Writer) Emitting(ctx context.Context, tx pgx.Tx, fn func(out Emitter) error) error {
 	b := w.NewBuffer()
-	if err := fn(b); err != nil {
+	if err := fn(TracedEmitter(ctx, b)); err != nil {
 		return err
 	}
 	return b.Flush(ctx, tx)
