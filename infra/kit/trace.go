@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,6 +51,25 @@ func TracingConfigured() bool {
 		return true
 	}
 	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// Trace is StartTracing for a binary's main: the returned stop flushes the
+// spans still buffered (for at most 5s) and logs what it could not.
+func Trace(ctx context.Context, service string, log *slog.Logger) (stop func(), err error) {
+	shutdown, err := StartTracing(ctx, service)
+	if err != nil {
+		return func() {}, fmt.Errorf("tracing: %w", err)
+	}
+	if Tracing() {
+		log.Info("exporting traces over OTLP")
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}, nil
 }
 
 // StartTracing installs the global tracer provider and the W3C trace-context
