@@ -160,8 +160,10 @@ func HTTPTransport(base http.RoundTripper) http.RoundTripper {
 	return otelhttp.NewTransport(base)
 }
 
-// TracePool adds a span per query to pools built from cfg when tracing is
-// on.
+// TracePool adds a span per statement to pools built from cfg when tracing
+// is on. otelpgx traces only statements run under a recording span (a
+// request's, a handler's): the background work of a process (the relay's
+// polls, shard ownership checks) makes no traces.
 func TracePool(cfg *pgxpool.Config) {
 	if Tracing() {
 		cfg.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTrimSQLInSpanName())

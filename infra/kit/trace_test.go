@@ -90,6 +90,37 @@ func TestLogLinesCarryTheContextsTraceAndCorrelation(t *testing.T) {
 	}
 }
 
+// With tracing on, a pool's statements are spans under the caller's span,
+// and statements run outside any span make none.
+func TestPoolStatementsAreSpansUnderTheCallersSpan(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	kit.InstallTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+	pool, err := kit.NewPool(context.Background(), testkit.NewDatabase(t, testkit.PostgresURL(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+
+	if _, err := pool.Exec(context.Background(), "select 1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(spans.GetSpans()); n != 0 {
+		t.Fatalf("%d spans for a statement outside any span, want none", n)
+	}
+	ctx, parent := otel.Tracer("test").Start(context.Background(), "handler")
+	if _, err := pool.Exec(ctx, "select 2"); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+	for _, s := range spans.GetSpans() {
+		if s.Parent.SpanID() == parent.SpanContext().SpanID() {
+			return
+		}
+	}
+	t.Fatalf("no span under the caller's among %d", len(spans.GetSpans()))
+}
+
 // With tracing on, a request to a kit server is a span, child of the
 // caller's span whose context the kit HTTP transport sent.
 func TestHTTPServerAndClientJoinTheCallersTrace(t *testing.T) {
