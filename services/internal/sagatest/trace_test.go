@@ -125,4 +125,31 @@ func TestAnOrderIsOneTraceAcrossTheServices(t *testing.T) {
 		}
 		return nil
 	})
+	// The charge runs apart from the handler that asked for it (payment-svc's
+	// charger takes it from its table), so the payment's outcome starts a
+	// trace of its own there: order-svc handles payment.processed under the
+	// payment attempt's span or under the webhook's request.
+	eventually(t, 30*time.Second, "order-svc's payment.processed under a payment-svc span", func() error {
+		spans := c.all()
+		byID := map[string]span{}
+		for _, sp := range spans {
+			byID[sp.id] = sp
+		}
+		for _, sp := range spans {
+			if sp.service != "order-svc" || sp.name != "process payment.processed" {
+				continue
+			}
+			path := []string{sp.service + ": " + sp.name}
+			for p, ok := byID[sp.parent]; ok; p, ok = byID[p.parent] {
+				path = append(path, p.service+": "+p.name)
+				if p.parent == "" || p.parent == "0000000000000000" {
+					if p.service == "payment-svc" && (p.name == "payment attempt" || strings.HasPrefix(p.name, "POST /webhooks")) {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("payment.processed handled under %v", path)
+		}
+		return fmt.Errorf("no order-svc span for payment.processed among %d", len(spans))
+	})
 }
