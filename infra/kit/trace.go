@@ -148,8 +148,10 @@ func traceHTTP(h http.Handler, listener string) http.Handler {
 }
 
 // HTTPTransport is base (http.DefaultTransport when nil) sending the
-// caller's trace context and recording a client span per request when
-// tracing is on; off, it is base unchanged.
+// caller's trace context and recording a client span per request made
+// under a span when tracing is on; off, it is base unchanged. Requests
+// made outside any span (a poller's) make no trace of their own, as pgx
+// statements do not.
 func HTTPTransport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -157,7 +159,9 @@ func HTTPTransport(base http.RoundTripper) http.RoundTripper {
 	if !Tracing() {
 		return base
 	}
-	return otelhttp.NewTransport(base)
+	return otelhttp.NewTransport(base, otelhttp.WithFilter(func(r *http.Request) bool {
+		return trace.SpanContextFromContext(r.Context()).IsValid()
+	}))
 }
 
 // TracePool adds a span per statement to pools built from cfg when tracing

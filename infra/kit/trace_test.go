@@ -142,9 +142,22 @@ func TestHTTPServerAndClientJoinTheCallersTrace(t *testing.T) {
 	go func() { done <- ops.Run(ctx, discardLogger(), time.Second) }()
 	t.Cleanup(func() { cancel(); <-done })
 
+	// Outside any span, the client records nothing of its own.
+	untraced, _ := http.NewRequest(http.MethodGet, "http://"+ops.Addr()+"/hello", nil)
+	resp, err := (&http.Client{Transport: kit.HTTPTransport(nil)}).Do(untraced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, s := range spans.GetSpans() {
+		if s.SpanKind == trace.SpanKindClient {
+			t.Fatalf("client span %q for a request made outside any span", s.Name)
+		}
+	}
+
 	callCtx, call := otel.Tracer("test").Start(context.Background(), "caller")
 	req, _ := http.NewRequestWithContext(callCtx, http.MethodGet, "http://"+ops.Addr()+"/hello", nil)
-	resp, err := (&http.Client{Transport: kit.HTTPTransport(nil)}).Do(req)
+	resp, err = (&http.Client{Transport: kit.HTTPTransport(nil)}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
