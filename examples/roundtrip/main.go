@@ -146,7 +146,7 @@ func Run(ctx context.Context, dbURL string, kafka kit.KafkaConfig, prefix string
 
 // redeliver copies the published record of eventID back onto its topic.
 func redeliver(ctx context.Context, kafka kit.KafkaConfig, topic, eventID string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.Brokers...), kgo.ConsumeTopics(topic),
+	cl, err := kit.NewKafkaClient(ctx, kafka, nil, kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func redeliver(ctx context.Context, kafka kit.KafkaConfig, topic, eventID string
 }
 
 func createTopic(ctx context.Context, kafka kit.KafkaConfig, topic string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.Brokers...))
+	cl, err := kit.NewKafkaClient(ctx, kafka, nil)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,9 @@ import "time"
 
 // Event types of the catalog.
 const (
+	TypeAccountCreditReversed  Type = "account.credit_reversed"
+	TypeAccountCredited        Type = "account.credited"
+	TypeAccountDebitReversed   Type = "account.debit_reversed"
 	TypeAccountDebited         Type = "account.debited"
 	TypeInventoryRejected      Type = "inventory.rejected"
 	TypeInventoryReleaseStock  Type = "inventory.release_stock"
@@ -31,9 +34,12 @@ const (
 )
 
 // Types lists every event type of the catalog, sorted.
-var Types = []Type{TypeAccountDebited, TypeInventoryRejected, TypeInventoryReleaseStock, TypeInventoryReleased, TypeInventoryReserveStock, TypeInventoryReserved, TypeOrderCancelled, TypeOrderConfirmed, TypeOrderCreated, TypePaymentApplyCanceled, TypePaymentApplySucceeded, TypePaymentAuthorizeHold, TypePaymentCancelHold, TypePaymentCaptureHold, TypePaymentFailed, TypePaymentProcessed, TypePaymentRefunded, TypeSagaCheckoutRequested, TypeSagaFinished, TypeSagaStepReplied, TypeShippingCancelShipment, TypeShippingCreateShipment}
+var Types = []Type{TypeAccountCreditReversed, TypeAccountCredited, TypeAccountDebitReversed, TypeAccountDebited, TypeInventoryRejected, TypeInventoryReleaseStock, TypeInventoryReleased, TypeInventoryReserveStock, TypeInventoryReserved, TypeOrderCancelled, TypeOrderConfirmed, TypeOrderCreated, TypePaymentApplyCanceled, TypePaymentApplySucceeded, TypePaymentAuthorizeHold, TypePaymentCancelHold, TypePaymentCaptureHold, TypePaymentFailed, TypePaymentProcessed, TypePaymentRefunded, TypeSagaCheckoutRequested, TypeSagaFinished, TypeSagaStepReplied, TypeShippingCancelShipment, TypeShippingCreateShipment}
 
 var entries = map[Type]entry{
+	TypeAccountCreditReversed:  {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
+	TypeAccountCredited:        {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
+	TypeAccountDebitReversed:   {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
 	TypeAccountDebited:         {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
 	TypeInventoryRejected:      {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 	TypeInventoryReleaseStock:  {topic: "inventory-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
@@ -57,6 +63,81 @@ var entries = map[Type]entry{
 	TypeShippingCancelShipment: {topic: "shipping-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 	TypeShippingCreateShipment: {topic: "shipping-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 }
+
+// AccountCreditReversedV1 is the data of account.credit_reversed version 1 (events/account.credit_reversed/v1.schema.json).
+type AccountCreditReversedV1 struct {
+	AccountID string `json:"account_id"`
+	// the broker's id of the movement (journal or transfer id); a corrected journal's replacement has its own
+	MovementID string `json:"movement_id"`
+	// minor units (cents)
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// EventType is "account.credit_reversed".
+func (AccountCreditReversedV1) EventType() Type { return TypeAccountCreditReversed }
+
+// EventVersion is 1.
+func (AccountCreditReversedV1) EventVersion() int { return 1 }
+
+// PartitionKey is account_id, the catalog's key field.
+func (p AccountCreditReversedV1) PartitionKey() string { return p.AccountID }
+
+// AccountCreditReversedV1Avro is the Avro schema (v1.avsc) AccountCreditReversedV1 travels in.
+const AccountCreditReversedV1Avro = "{\"type\":\"record\",\"name\":\"AccountCreditReversed\",\"namespace\":\"dev.concord.events\",\"doc\":\"A credit that took effect was taken back by the broker (an ACH return, a corrected or cancelled journal) (v1). Twin of v1.schema.json.\",\"fields\":[{\"name\":\"event_id\",\"type\":\"string\"},{\"name\":\"event_type\",\"type\":\"string\"},{\"name\":\"event_version\",\"type\":\"int\"},{\"name\":\"timestamp\",\"type\":\"string\"},{\"name\":\"aggregate_type\",\"type\":\"string\"},{\"name\":\"aggregate_id\",\"type\":\"string\"},{\"name\":\"correlation_id\",\"type\":\"string\"},{\"name\":\"causation_id\",\"type\":[\"null\",\"string\"],\"default\":null},{\"name\":\"data\",\"type\":{\"type\":\"record\",\"name\":\"AccountCreditReversedData\",\"fields\":[{\"name\":\"account_id\",\"type\":\"string\"},{\"name\":\"movement_id\",\"type\":\"string\"},{\"name\":\"amount\",\"type\":\"long\",\"doc\":\"minor units (cents)\"},{\"name\":\"currency\",\"type\":\"string\"}]}}]}"
+
+// AvroSchema is AccountCreditReversedV1Avro.
+func (AccountCreditReversedV1) AvroSchema() string { return AccountCreditReversedV1Avro }
+
+// AccountCreditedV1 is the data of account.credited version 1 (events/account.credited/v1.schema.json).
+type AccountCreditedV1 struct {
+	AccountID string `json:"account_id"`
+	// the broker's id of the movement (journal or transfer id); a corrected journal's replacement has its own
+	MovementID string `json:"movement_id"`
+	// minor units (cents)
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// EventType is "account.credited".
+func (AccountCreditedV1) EventType() Type { return TypeAccountCredited }
+
+// EventVersion is 1.
+func (AccountCreditedV1) EventVersion() int { return 1 }
+
+// PartitionKey is account_id, the catalog's key field.
+func (p AccountCreditedV1) PartitionKey() string { return p.AccountID }
+
+// AccountCreditedV1Avro is the Avro schema (v1.avsc) AccountCreditedV1 travels in.
+const AccountCreditedV1Avro = "{\"type\":\"record\",\"name\":\"AccountCredited\",\"namespace\":\"dev.concord.events\",\"doc\":\"Money entered an account: a deposit or a journal from the firm took effect at the broker (v1). Twin of v1.schema.json.\",\"fields\":[{\"name\":\"event_id\",\"type\":\"string\"},{\"name\":\"event_type\",\"type\":\"string\"},{\"name\":\"event_version\",\"type\":\"int\"},{\"name\":\"timestamp\",\"type\":\"string\"},{\"name\":\"aggregate_type\",\"type\":\"string\"},{\"name\":\"aggregate_id\",\"type\":\"string\"},{\"name\":\"correlation_id\",\"type\":\"string\"},{\"name\":\"causation_id\",\"type\":[\"null\",\"string\"],\"default\":null},{\"name\":\"data\",\"type\":{\"type\":\"record\",\"name\":\"AccountCreditedData\",\"fields\":[{\"name\":\"account_id\",\"type\":\"string\"},{\"name\":\"movement_id\",\"type\":\"string\"},{\"name\":\"amount\",\"type\":\"long\",\"doc\":\"minor units (cents)\"},{\"name\":\"currency\",\"type\":\"string\"}]}}]}"
+
+// AvroSchema is AccountCreditedV1Avro.
+func (AccountCreditedV1) AvroSchema() string { return AccountCreditedV1Avro }
+
+// AccountDebitReversedV1 is the data of account.debit_reversed version 1 (events/account.debit_reversed/v1.schema.json).
+type AccountDebitReversedV1 struct {
+	AccountID string `json:"account_id"`
+	// the broker's id of the movement (journal or transfer id); a corrected journal's replacement has its own
+	MovementID string `json:"movement_id"`
+	// minor units (cents)
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// EventType is "account.debit_reversed".
+func (AccountDebitReversedV1) EventType() Type { return TypeAccountDebitReversed }
+
+// EventVersion is 1.
+func (AccountDebitReversedV1) EventVersion() int { return 1 }
+
+// PartitionKey is account_id, the catalog's key field.
+func (p AccountDebitReversedV1) PartitionKey() string { return p.AccountID }
+
+// AccountDebitReversedV1Avro is the Avro schema (v1.avsc) AccountDebitReversedV1 travels in.
+const AccountDebitReversedV1Avro = "{\"type\":\"record\",\"name\":\"AccountDebitReversed\",\"namespace\":\"dev.concord.events\",\"doc\":\"A debit that took effect was taken back by the broker (a returned withdrawal, a corrected or cancelled journal) (v1). Twin of v1.schema.json.\",\"fields\":[{\"name\":\"event_id\",\"type\":\"string\"},{\"name\":\"event_type\",\"type\":\"string\"},{\"name\":\"event_version\",\"type\":\"int\"},{\"name\":\"timestamp\",\"type\":\"string\"},{\"name\":\"aggregate_type\",\"type\":\"string\"},{\"name\":\"aggregate_id\",\"type\":\"string\"},{\"name\":\"correlation_id\",\"type\":\"string\"},{\"name\":\"causation_id\",\"type\":[\"null\",\"string\"],\"default\":null},{\"name\":\"data\",\"type\":{\"type\":\"record\",\"name\":\"AccountDebitReversedData\",\"fields\":[{\"name\":\"account_id\",\"type\":\"string\"},{\"name\":\"movement_id\",\"type\":\"string\"},{\"name\":\"amount\",\"type\":\"long\",\"doc\":\"minor units (cents)\"},{\"name\":\"currency\",\"type\":\"string\"}]}}]}"
+
+// AvroSchema is AccountDebitReversedV1Avro.
+func (AccountDebitReversedV1) AvroSchema() string { return AccountDebitReversedV1Avro }
 
 // AccountDebitedV1 is the data of account.debited version 1 (events/account.debited/v1.schema.json).
 type AccountDebitedV1 struct {

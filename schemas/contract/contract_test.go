@@ -15,6 +15,9 @@ import (
 // readers maps a (type, version) to a function decoding an envelope into
 // that version's struct: the table every generated payload must appear in.
 var readers = map[string]func(schemas.Envelope) (contract.Payload, error){
+	"account.credit_reversed/1":  read[contract.AccountCreditReversedV1],
+	"account.credited/1":         read[contract.AccountCreditedV1],
+	"account.debit_reversed/1":   read[contract.AccountDebitReversedV1],
 	"account.debited/1":          read[contract.AccountDebitedV1],
 	"inventory.rejected/1":       read[contract.InventoryRejectedV1],
 	"inventory.release_stock/1":  read[contract.InventoryReleaseStockV1],

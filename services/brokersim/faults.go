@@ -3,10 +3,9 @@ package brokersim
 import (
 	"fmt"
 	"math/rand/v2"
-	"sort"
-	"strconv"
-	"sync"
 	"time"
+
+	"github.com/concordhq/concord/services/internal/sim"
 )
 
 // Faults are the ways the simulator misbehaves on purpose. The zero value is
@@ -18,19 +17,8 @@ import (
 // kind of decision, so the same requests in the same order meet the same
 // faults, and turning one knob does not shift another's draws.
 type Faults struct {
-	// Latency is added before every API answer.
-	Latency time.Duration `json:"latency"`
-	// RateLimitRate is the share of requests answered 429 before they are
-	// executed (on top of the real rate limit).
-	RateLimitRate float64 `json:"rate_limit_rate"`
-	// ServerErrorRate is the share of requests answered 500 before they are
-	// executed (nothing stored).
-	ServerErrorRate float64 `json:"server_error_rate"`
-	// HangRate is the share of requests executed and recorded (a retry
-	// with the same Idempotency-Key gets the result) whose answer is
-	// withheld until the client gives up or the simulator closes: the "did
-	// my journal happen?" timeout.
-	HangRate float64 `json:"hang_rate"`
+	// Latency, 429s and 500s before execution, answers withheld after it.
+	sim.APIFaults
 	// SSEDisconnectRate is the share of SSE messages after which the server
 	// closes the stream; the client reconnects from its cursor.
 	SSEDisconnectRate float64 `json:"sse_disconnect_rate"`
@@ -65,47 +53,20 @@ func DefaultFaults() Faults {
 
 // Knob is one fault setting by name, as used by flags, environment variables
 // and the admin API.
-type Knob struct {
-	Name  string
-	Usage string
-	Get   func(f *Faults) string
-	Set   func(f *Faults, v string) error
-}
+type Knob = sim.Knob[Faults]
 
 func rateKnob(name, usage string, field func(*Faults) *float64) Knob {
-	return Knob{Name: name, Usage: usage,
-		Get: func(f *Faults) string { return strconv.FormatFloat(*field(f), 'g', -1, 64) },
-		Set: func(f *Faults, v string) error {
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil || x < 0 || x > 1 {
-				return fmt.Errorf("%s: %q is not a rate between 0 and 1", name, v)
-			}
-			*field(f) = x
-			return nil
-		}}
+	return sim.RateKnob(name, usage, field)
 }
 
 func durationKnob(name, usage string, field func(*Faults) *time.Duration) Knob {
-	return Knob{Name: name, Usage: usage,
-		Get: func(f *Faults) string { return field(f).String() },
-		Set: func(f *Faults, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				return fmt.Errorf("%s: %q is not a non-negative duration", name, v)
-			}
-			*field(f) = d
-			return nil
-		}}
+	return sim.DurationKnob(name, usage, field)
 }
 
 // Knobs lists every fault setting. Names are kebab-case; the binary exposes
 // each as --fault-<name>.
 func Knobs() []Knob {
-	return []Knob{
-		durationKnob("latency", "latency added to every API answer (real time)", func(f *Faults) *time.Duration { return &f.Latency }),
-		rateKnob("429-rate", "share of requests refused with 429 before execution", func(f *Faults) *float64 { return &f.RateLimitRate }),
-		rateKnob("5xx-rate", "share of requests refused with 500 before execution", func(f *Faults) *float64 { return &f.ServerErrorRate }),
-		rateKnob("hang-rate", "share of requests executed but never answered (the client times out)", func(f *Faults) *float64 { return &f.HangRate }),
+	return append(sim.APIKnobs(func(f *Faults) *sim.APIFaults { return &f.APIFaults }),
 		rateKnob("sse-disconnect-rate", "share of SSE messages after which the stream is closed", func(f *Faults) *float64 { return &f.SSEDisconnectRate }),
 		rateKnob("sse-drop-rate", "share of SSE messages never sent on a connection", func(f *Faults) *float64 { return &f.SSEDropRate }),
 		rateKnob("sse-duplicate-rate", "share of SSE messages sent twice", func(f *Faults) *float64 { return &f.SSEDuplicateRate }),
@@ -116,49 +77,22 @@ func Knobs() []Knob {
 		durationKnob("correction-delay", "how long after execution a correction happens", func(f *Faults) *time.Duration { return &f.CorrectionDelay }),
 		rateKnob("slow-settlement-rate", "share of journals and transfers that settle slowly", func(f *Faults) *float64 { return &f.SlowSettlementRate }),
 		durationKnob("slow-settlement-delay", "delay per settlement step of a slow journal or transfer", func(f *Faults) *time.Duration { return &f.SlowSettlementDelay }),
-	}
+	)
 }
 
 // Values returns every knob's current value by name.
-func (f Faults) Values() map[string]string {
-	out := make(map[string]string)
-	for _, k := range Knobs() {
-		out[k.Name] = k.Get(&f)
-	}
-	return out
-}
+func (f Faults) Values() map[string]string { return sim.Values(f, Knobs()) }
 
 // Apply sets the named knobs from their string values. It changes nothing
 // unless every value is valid; an unknown name is an error.
-func (f *Faults) Apply(values map[string]string) error {
-	next := *f
-	byName := make(map[string]Knob)
-	for _, k := range Knobs() {
-		byName[k.Name] = k
-	}
-	names := make([]string, 0, len(values))
-	for n := range values {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		k, ok := byName[n]
-		if !ok {
-			return fmt.Errorf("unknown fault knob %q", n)
-		}
-		if err := k.Set(&next, values[n]); err != nil {
-			return err
-		}
-	}
-	*f = next
-	return nil
-}
+func (f *Faults) Apply(values map[string]string) error { return sim.Apply(f, Knobs(), values) }
 
-// stream names one independent sequence of random draws.
-type stream int
-
+// The kinds of random decision, each drawn from its own stream of the
+// simulator's dice (sim.Dice), whose position is part of the snapshot: a
+// restarted simulator continues its sequences instead of handing out the
+// same ids again.
 const (
-	streamIDs stream = iota
+	streamIDs = iota
 	streamRateLimit
 	streamServerError
 	streamSSEDisconnect
@@ -173,74 +107,23 @@ const (
 	numStreams
 )
 
-// dice is the simulator's only source of randomness: one PCG stream per kind
-// of decision, all derived from the seed. Its position is part of the
-// snapshot, so a restarted simulator continues its sequences instead of
-// handing out the same ids again.
-type dice struct {
-	mu      sync.Mutex
-	sources [numStreams]*rand.PCG
-	streams [numStreams]*rand.Rand
-}
+// dice draws the simulator's ids on top of sim.Dice.
+type dice struct{ *sim.Dice }
 
-func newDice(seed uint64) *dice {
-	d := &dice{}
-	for i := range d.streams {
-		d.sources[i] = rand.NewPCG(seed, 0x9e3779b97f4a7c15*uint64(i+1))
-		d.streams[i] = rand.New(d.sources[i])
-	}
-	return d
-}
-
-func (d *dice) state() ([][]byte, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([][]byte, len(d.sources))
-	for i, src := range d.sources {
-		b, err := src.MarshalBinary()
-		if err != nil {
-			return nil, fmt.Errorf("brokersim: saving random stream %d: %w", i, err)
-		}
-		out[i] = b
-	}
-	return out, nil
-}
-
-func (d *dice) restore(saved [][]byte) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i, b := range saved {
-		if i >= len(d.sources) {
-			break
-		}
-		if err := d.sources[i].UnmarshalBinary(b); err != nil {
-			return fmt.Errorf("brokersim: restoring random stream %d: %w", i, err)
-		}
-	}
-	return nil
-}
-
-// chance always draws, so the n-th decision of a kind depends only on the
-// seed and n, never on the knob's value.
-func (d *dice) chance(s stream, p float64) bool {
-	d.mu.Lock()
-	x := d.streams[s].Float64()
-	d.mu.Unlock()
-	return x < p
-}
+func newDice(seed uint64) dice { return dice{sim.NewDice(seed, numStreams)} }
 
 // fill fills b from stream s.
-func (d *dice) fill(s stream, b []byte) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i := range b {
-		b[i] = byte(d.streams[s].Uint32())
-	}
+func (d dice) fill(s int, b []byte) {
+	d.Draw(s, func(r *rand.Rand) {
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+	})
 }
 
 // uuid returns a version-4 UUID from the id stream, the shape of Alpaca's
 // account, journal and transfer ids.
-func (d *dice) uuid() string {
+func (d dice) uuid() string {
 	var b [16]byte
 	d.fill(streamIDs, b[:])
 	b[6] = b[6]&0x0f | 0x40
@@ -249,12 +132,23 @@ func (d *dice) uuid() string {
 }
 
 // digits returns n decimal digits from the id stream.
-func (d *dice) digits(n int) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (d dice) digits(n int) string {
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte('0' + d.streams[streamIDs].IntN(10))
-	}
+	d.Draw(streamIDs, func(r *rand.Rand) {
+		for i := range b {
+			b[i] = byte('0' + r.IntN(10))
+		}
+	})
 	return string(b)
 }
+
+// Clock tells the simulator what time it is. Every timestamp it hands out
+// (created_at, event times, ULIDs, rate-limit windows, scheduled
+// settlements, returns and corrections) comes from it.
+type Clock = sim.Clock
+
+// ManualClock is a Clock that moves only when told to.
+type ManualClock = sim.ManualClock
+
+// NewManualClock returns a clock stopped at start.
+func NewManualClock(start time.Time) *ManualClock { return sim.NewManualClock(start) }

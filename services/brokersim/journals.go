@@ -87,7 +87,7 @@ func (s *Server) createJournal(r *request) response {
 	if key != "" {
 		s.st.Idempotency[key] = idemRecord{Fingerprint: fp, JournalID: j.ID}
 	}
-	if s.dice.chance(streamSlow, s.faults.SlowSettlementRate) {
+	if s.dice.Chance(streamSlow, s.faults.SlowSettlementRate) {
 		s.stats.SlowSettlements++
 		s.setJournalStatus(j, JournalQueued, r.now)
 		s.schedule(r.now.Add(s.faults.SlowSettlementDelay), jobJournalExecute, j.ID)
@@ -149,7 +149,7 @@ func (s *Server) executeJournal(j *Journal, now time.Time, force bool) {
 		j.Activities[side.acct] = s.activity(side.acct, "JNLC", "", side.cents, now, prev[side.acct],
 			map[string]any{"journal_id": j.ID}, j.Description)
 	}
-	if s.dice.chance(streamCorrection, s.faults.CorrectionRate) {
+	if s.dice.Chance(streamCorrection, s.faults.CorrectionRate) {
 		s.schedule(now.Add(s.faults.CorrectionDelay), jobJournalCorrect, j.ID)
 	}
 }

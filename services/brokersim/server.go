@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concordhq/concord/services/internal/sim"
 )
 
 // DefaultRateLimit is the requests per RateWindow the simulator allows.
@@ -107,7 +109,7 @@ type Stats struct {
 type Server struct {
 	cfg   Config
 	clock Clock
-	dice  *dice
+	dice  dice
 	log   *slog.Logger
 	mux   *http.ServeMux
 	calls *prometheus.CounterVec
@@ -160,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Heartbeat = 15 * time.Second
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = sim.SystemClock{}
 	}
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = 20 * time.Millisecond
@@ -182,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, clock: cfg.Clock, dice: newDice(cfg.Seed), log: cfg.Logger, calls: newCallsCounter(),
 		ctx: ctx, cancel: cancel, st: st, faults: cfg.Faults, changed: make(chan struct{}),
 		written: make(chan struct{}), flush: make(chan struct{}, 1)}
-	if err := s.dice.restore(st.Dice); err != nil {
+	if err := s.dice.Restore(st.Dice); err != nil {
 		cancel()
 		return nil, fmt.Errorf("%w (snapshot in %s)", err, cfg.DataDir)
 	}
@@ -336,8 +338,8 @@ func (s *Server) gate(w http.ResponseWriter, hr *http.Request) bool {
 	s.mu.Unlock()
 	// Draw every request's faults, so the n-th request meets the n-th draw
 	// whatever the rate limiter (which runs on time) decides.
-	inject429 := s.dice.chance(streamRateLimit, faults.RateLimitRate)
-	inject5xx := s.dice.chance(streamServerError, faults.ServerErrorRate)
+	inject429 := s.dice.Chance(streamRateLimit, faults.RateLimitRate)
+	inject5xx := s.dice.Chance(streamServerError, faults.ServerErrorRate)
 	write := func(res response, outcome string) {
 		s.calls.WithLabelValues(hr.Pattern, outcome).Inc()
 		writeResponse(w, res)
@@ -386,7 +388,7 @@ func (s *Server) api(h func(*request) response) http.Handler {
 			return
 		}
 		s.mu.Lock()
-		hang := s.dice.chance(streamHang, s.faults.HangRate)
+		hang := s.dice.Chance(streamHang, s.faults.HangRate)
 		r := &request{hr: hr, body: body, now: s.clock.Now().UTC()}
 		res := h(r)
 		need := s.durableAfter()
@@ -569,7 +571,7 @@ func (s *Server) snapshot() error {
 		s.mu.Unlock()
 		return nil
 	}
-	dice, err := s.dice.state()
+	dice, err := s.dice.State()
 	s.st.Dice = dice
 	var b []byte
 	if err == nil {

@@ -126,13 +126,13 @@ func (s *Server) stream(kind streamKind) http.Handler {
 				return
 			}
 			for _, ev := range inside {
-				if s.dice.chance(streamSSEDrop, faults.SSEDropRate) {
+				if s.dice.Chance(streamSSEDrop, faults.SSEDropRate) {
 					s.count(func(st *Stats) { st.SSEDropped++ })
 					continue
 				}
-				dup := s.dice.chance(streamSSEDuplicate, faults.SSEDuplicateRate)
-				hold := s.dice.chance(streamSSEReorder, faults.SSEReorderRate)
-				disconnect := s.dice.chance(streamSSEDisconnect, faults.SSEDisconnectRate)
+				dup := s.dice.Chance(streamSSEDuplicate, faults.SSEDuplicateRate)
+				hold := s.dice.Chance(streamSSEReorder, faults.SSEReorderRate)
+				disconnect := s.dice.Chance(streamSSEDisconnect, faults.SSEDisconnectRate)
 				switch {
 				case held != nil && !shareAccount(held.Accounts, ev.Accounts):
 					// ev overtakes the held message of another account.

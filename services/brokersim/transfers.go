@@ -77,7 +77,7 @@ func (s *Server) createTransfer(r *request) response {
 	t := &Transfer{ID: s.dice.uuid(), AccountID: a.ID, Type: req.TransferType, Direction: req.Direction,
 		Amount: amount, RelationshipID: req.RelationshipID, BankID: req.BankID, FeePaymentMethod: fee,
 		AdditionalInformation: req.AdditionalInformation, CreatedAt: r.now, UpdatedAt: r.now, Step: s.cfg.SettlementDelay}
-	if s.dice.chance(streamSlow, s.faults.SlowSettlementRate) {
+	if s.dice.Chance(streamSlow, s.faults.SlowSettlementRate) {
 		s.stats.SlowSettlements++
 		t.Step = s.faults.SlowSettlementDelay
 	}
@@ -128,7 +128,7 @@ func (s *Server) advanceTransfer(t *Transfer, now time.Time) {
 		a.Cash += cents
 		s.setTransferStatus(t, TransferComplete, "", now)
 		t.ActivityRef = s.activity(t.AccountID, typ, "", cents, now, "", map[string]any{"transfer_id": t.ID}, "")
-		if t.Type == "ach" && s.dice.chance(streamReturn, s.faults.ReturnRate) {
+		if t.Type == "ach" && s.dice.Chance(streamReturn, s.faults.ReturnRate) {
 			s.schedule(now.Add(s.faults.ReturnDelay), jobTransferReturn, t.ID)
 		}
 	}

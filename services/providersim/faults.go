@@ -1,12 +1,9 @@
 package providersim
 
 import (
-	"fmt"
-	"math/rand/v2"
-	"sort"
-	"strconv"
-	"sync"
 	"time"
+
+	"github.com/concordhq/concord/services/internal/sim"
 )
 
 // Faults are the ways the simulator misbehaves on purpose. The zero value is
@@ -19,19 +16,8 @@ import (
 // kind of decision, so two runs that send the same requests in the same order
 // see the same faults, and turning one knob does not shift another's draws.
 type Faults struct {
-	// Latency is added before every API answer.
-	Latency time.Duration `json:"latency"`
-	// RateLimitRate is the share of API requests answered with Stripe's 429
-	// rate_limit error before they are executed (no effect, nothing stored).
-	RateLimitRate float64 `json:"rate_limit_rate"`
-	// ServerErrorRate is the share of API requests answered with a 500
-	// api_error before they are executed (no effect, nothing stored).
-	ServerErrorRate float64 `json:"server_error_rate"`
-	// HangRate is the share of API requests that are executed and recorded
-	// (a retry with the same Idempotency-Key replays the result) but whose
-	// answer is withheld until the client gives up or the simulator closes:
-	// the "did my charge happen?" timeout.
-	HangRate float64 `json:"hang_rate"`
+	// Latency, 429s and 500s before execution, answers withheld after it.
+	sim.APIFaults
 	// WebhookDropRate is the share of webhook deliveries never sent. The
 	// event still exists and is listed by GET /v1/events.
 	WebhookDropRate float64 `json:"webhook_drop_rate"`
@@ -68,47 +54,20 @@ func DefaultFaults() Faults {
 
 // Knob is one fault setting by name, as used by flags, environment variables
 // and the admin API.
-type Knob struct {
-	Name  string
-	Usage string
-	Get   func(f *Faults) string
-	Set   func(f *Faults, v string) error
-}
+type Knob = sim.Knob[Faults]
 
 func rateKnob(name, usage string, field func(*Faults) *float64) Knob {
-	return Knob{Name: name, Usage: usage,
-		Get: func(f *Faults) string { return strconv.FormatFloat(*field(f), 'g', -1, 64) },
-		Set: func(f *Faults, v string) error {
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil || x < 0 || x > 1 {
-				return fmt.Errorf("%s: %q is not a rate between 0 and 1", name, v)
-			}
-			*field(f) = x
-			return nil
-		}}
+	return sim.RateKnob(name, usage, field)
 }
 
 func durationKnob(name, usage string, field func(*Faults) *time.Duration) Knob {
-	return Knob{Name: name, Usage: usage,
-		Get: func(f *Faults) string { return field(f).String() },
-		Set: func(f *Faults, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				return fmt.Errorf("%s: %q is not a non-negative duration", name, v)
-			}
-			*field(f) = d
-			return nil
-		}}
+	return sim.DurationKnob(name, usage, field)
 }
 
 // Knobs lists every fault setting. Names are kebab-case; the binary exposes
 // each as --fault-<name> and PROVIDERSIM_FAULT_<NAME>.
 func Knobs() []Knob {
-	return []Knob{
-		durationKnob("latency", "latency added to every API answer (real time)", func(f *Faults) *time.Duration { return &f.Latency }),
-		rateKnob("429-rate", "share of API requests refused with 429 rate_limit before execution", func(f *Faults) *float64 { return &f.RateLimitRate }),
-		rateKnob("5xx-rate", "share of API requests refused with 500 api_error before execution", func(f *Faults) *float64 { return &f.ServerErrorRate }),
-		rateKnob("hang-rate", "share of API requests executed but never answered (client times out)", func(f *Faults) *float64 { return &f.HangRate }),
+	return append(sim.APIKnobs(func(f *Faults) *sim.APIFaults { return &f.APIFaults }),
 		rateKnob("webhook-drop-rate", "share of webhook deliveries never sent", func(f *Faults) *float64 { return &f.WebhookDropRate }),
 		rateKnob("webhook-duplicate-rate", "share of webhook deliveries sent twice", func(f *Faults) *float64 { return &f.WebhookDuplicateRate }),
 		rateKnob("webhook-reorder-rate", "share of webhook deliveries held until the next one is sent", func(f *Faults) *float64 { return &f.WebhookReorderRate }),
@@ -118,49 +77,22 @@ func Knobs() []Knob {
 		durationKnob("processing-delay", "how long processing payments wait before they succeed", func(f *Faults) *time.Duration { return &f.ProcessingDelay }),
 		rateKnob("late-reversal-rate", "share of succeeded payments refunded by the provider later", func(f *Faults) *float64 { return &f.LateReversalRate }),
 		durationKnob("late-reversal-delay", "how long after success a late reversal happens", func(f *Faults) *time.Duration { return &f.LateReversalDelay }),
-	}
+	)
 }
 
 // Values returns every knob's current value by name.
-func (f Faults) Values() map[string]string {
-	out := make(map[string]string)
-	for _, k := range Knobs() {
-		out[k.Name] = k.Get(&f)
-	}
-	return out
-}
+func (f Faults) Values() map[string]string { return sim.Values(f, Knobs()) }
 
 // Apply sets the named knobs from their string values. It changes nothing
 // unless every value is valid; an unknown name is an error.
-func (f *Faults) Apply(values map[string]string) error {
-	next := *f
-	byName := make(map[string]Knob)
-	for _, k := range Knobs() {
-		byName[k.Name] = k
-	}
-	names := make([]string, 0, len(values))
-	for n := range values {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		k, ok := byName[n]
-		if !ok {
-			return fmt.Errorf("unknown fault knob %q", n)
-		}
-		if err := k.Set(&next, values[n]); err != nil {
-			return err
-		}
-	}
-	*f = next
-	return nil
-}
+func (f *Faults) Apply(values map[string]string) error { return sim.Apply(f, Knobs(), values) }
 
-// stream names one independent sequence of random draws.
-type stream int
-
+// The kinds of random decision, each drawn from its own stream of the
+// simulator's dice (sim.Dice), whose position is part of the snapshot: a
+// restarted simulator continues its sequences instead of repeating them
+// (and handing out ids again).
 const (
-	streamIDs stream = iota
+	streamIDs = iota
 	streamRateLimit
 	streamServerError
 	streamHang
@@ -174,83 +106,27 @@ const (
 	numStreams
 )
 
-// dice is the simulator's only source of randomness: one PCG stream per kind
-// of decision, all derived from the seed, guarded by one mutex.
-//
-// Its position is part of the snapshot, so a restarted simulator continues
-// the sequences instead of repeating them (and handing out ids again).
-type dice struct {
-	mu      sync.Mutex
-	sources [numStreams]*rand.PCG
-	streams [numStreams]*rand.Rand
-}
+// dice draws the simulator's ids on top of sim.Dice.
+type dice struct{ *sim.Dice }
 
-func newDice(seed uint64) *dice {
-	d := &dice{}
-	for i := range d.streams {
-		d.sources[i] = rand.NewPCG(seed, 0x9e3779b97f4a7c15*uint64(i+1))
-		d.streams[i] = rand.New(d.sources[i])
-	}
-	return d
-}
-
-// state returns every stream's position.
-func (d *dice) state() ([][]byte, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([][]byte, len(d.sources))
-	for i, src := range d.sources {
-		b, err := src.MarshalBinary()
-		if err != nil {
-			return nil, fmt.Errorf("providersim: saving random stream %d: %w", i, err)
-		}
-		out[i] = b
-	}
-	return out, nil
-}
-
-// restore moves the streams to positions saved by state. A snapshot
-// without positions (or from a build with fewer streams) keeps the fresh
-// seeded positions for the streams it lacks.
-func (d *dice) restore(saved [][]byte) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i, b := range saved {
-		if i >= len(d.sources) {
-			break
-		}
-		if err := d.sources[i].UnmarshalBinary(b); err != nil {
-			return fmt.Errorf("providersim: restoring random stream %d: %w", i, err)
-		}
-	}
-	return nil
-}
-
-// chance draws from stream s and reports whether an event of probability p
-// happens. It always draws, so the n-th decision of a kind depends only on
-// the seed and n, never on the other knobs.
-func (d *dice) chance(s stream, p float64) bool {
-	d.mu.Lock()
-	x := d.streams[s].Float64()
-	d.mu.Unlock()
-	return x < p
-}
+func newDice(seed uint64) dice { return dice{sim.NewDice(seed, numStreams)} }
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // id returns prefix_ followed by 24 random characters from the object-id
 // stream, Stripe's id shape.
-func (d *dice) id(prefix string) string { return d.idFrom(streamIDs, prefix) }
+func (d dice) id(prefix string) string { return d.idFrom(streamIDs, prefix) }
 
 // idFrom is id drawn from stream s.
-func (d *dice) idFrom(s stream, prefix string) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	b := make([]byte, 0, len(prefix)+25)
-	b = append(b, prefix...)
-	b = append(b, '_')
-	for range 24 {
-		b = append(b, idAlphabet[d.streams[s].IntN(len(idAlphabet))])
-	}
-	return string(b)
-}
+func (d dice) idFrom(s int, prefix string) string { return d.ID(s, prefix, idAlphabet, 24) }
+
+// Clock tells the simulator what time it is. Every timestamp the simulator
+// hands out (created, idempotency expiry, rate-limit buckets, scheduled
+// transitions, webhook due times and signatures) comes from it.
+type Clock = sim.Clock
+
+// ManualClock is a Clock that moves only when told to.
+type ManualClock = sim.ManualClock
+
+// NewManualClock returns a clock stopped at start.
+func NewManualClock(start time.Time) *ManualClock { return sim.NewManualClock(start) }

@@ -95,7 +95,7 @@ func (s *Server) capturePaymentIntent(r *request) response {
 	s.emit(r, "charge.captured", s.renderCharge(pi), map[string]any{"captured": false, "amount_captured": 0})
 	s.emit(r, "payment_intent.succeeded", s.renderPI(pi, false),
 		map[string]any{"status": prev, "amount_capturable": pi.Amount, "amount_received": 0})
-	if s.dice.chance(streamLateReversal, s.faults.LateReversalRate) {
+	if s.dice.Chance(streamLateReversal, s.faults.LateReversalRate) {
 		s.schedule(job{At: r.now.Add(s.faults.LateReversalDelay), Kind: jobLateReversal, Object: pi.ID})
 	}
 	return jsonResponse(http.StatusOK, s.renderPI(pi, r.form.expands("latest_charge")))

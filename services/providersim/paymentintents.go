@@ -186,7 +186,7 @@ func (s *Server) confirm(r *request, pi *paymentIntent) response {
 		s.authorize(r, pi)
 		return jsonResponse(http.StatusOK, s.renderPI(pi, r.form.expands("latest_charge")))
 	}
-	hold := pi.PaymentMethod == PaymentMethodProcessing || s.dice.chance(streamProcessing, s.faults.ProcessingRate)
+	hold := pi.PaymentMethod == PaymentMethodProcessing || s.dice.Chance(streamProcessing, s.faults.ProcessingRate)
 	if hold {
 		pi.Status = StatusProcessing
 		s.stats.ProcessingHeld++
@@ -215,7 +215,7 @@ func (s *Server) succeed(r *request, pi *paymentIntent, now time.Time) {
 	s.dirty = true
 	s.emit(r, "charge.succeeded", s.renderCharge(pi), nil)
 	s.emit(r, "payment_intent.succeeded", s.renderPI(pi, false), map[string]any{"status": prev})
-	if s.dice.chance(streamLateReversal, s.faults.LateReversalRate) {
+	if s.dice.Chance(streamLateReversal, s.faults.LateReversalRate) {
 		s.schedule(job{At: now.Add(s.faults.LateReversalDelay), Kind: jobLateReversal, Object: pi.ID})
 	}
 }

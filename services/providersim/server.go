@@ -24,6 +24,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/services/internal/sim"
 )
 
 // DefaultAPIVersion is the API version stamped on events unless
@@ -139,7 +140,7 @@ type Stats struct {
 type Server struct {
 	cfg   Config
 	clock Clock
-	dice  *dice
+	dice  dice
 	log   *slog.Logger
 	mux   *http.ServeMux
 	wake  chan struct{}
@@ -207,7 +208,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.APIVersion = DefaultAPIVersion
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = sim.SystemClock{}
 	}
 	if cfg.TickInterval == 0 {
 		cfg.TickInterval = 20 * time.Millisecond
@@ -241,7 +242,7 @@ func New(cfg Config) (*Server, error) {
 		st: st, faults: cfg.Faults, limiters: make(map[string]*rate.Limiter),
 		written: make(chan struct{}), flush: make(chan struct{}, 1),
 	}
-	if err := s.dice.restore(st.Dice); err != nil {
+	if err := s.dice.Restore(st.Dice); err != nil {
 		cancel()
 		return nil, fmt.Errorf("%w (snapshot in %s)", err, cfg.DataDir)
 	}
@@ -366,9 +367,9 @@ func (s *Server) api(h func(*request) response) http.Handler {
 		s.mu.Unlock()
 		// Draw every request's faults first, so the n-th request meets the
 		// n-th draw whatever the rate limiter (which runs on time) decides.
-		inject429 := s.dice.chance(streamRateLimit, faults.RateLimitRate)
-		inject5xx := s.dice.chance(streamServerError, faults.ServerErrorRate)
-		hang := s.dice.chance(streamHang, faults.HangRate)
+		inject429 := s.dice.Chance(streamRateLimit, faults.RateLimitRate)
+		inject5xx := s.dice.Chance(streamServerError, faults.ServerErrorRate)
+		hang := s.dice.Chance(streamHang, faults.HangRate)
 
 		key, aerr := s.authenticate(hr)
 		if aerr != nil {
@@ -525,7 +526,7 @@ func (s *Server) snapshot() error {
 		s.mu.Unlock()
 		return nil
 	}
-	dice, err := s.dice.state()
+	dice, err := s.dice.State()
 	s.st.Dice = dice
 	st := s.st.clone()
 	s.dirty = false

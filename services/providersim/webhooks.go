@@ -59,10 +59,10 @@ func (s *Server) enqueueWebhooks(ev *event, now time.Time, sc trace.SpanContext)
 	payload := mustJSON(renderEvent(ev))
 	f := s.faults
 	for _, ep := range s.cfg.WebhookEndpoints {
-		drop := s.dice.chance(streamWebhookDrop, f.WebhookDropRate)
-		dup := s.dice.chance(streamWebhookDuplicate, f.WebhookDuplicateRate)
-		reorder := s.dice.chance(streamWebhookReorder, f.WebhookReorderRate)
-		delay := s.dice.chance(streamWebhookDelay, f.WebhookDelayRate)
+		drop := s.dice.Chance(streamWebhookDrop, f.WebhookDropRate)
+		dup := s.dice.Chance(streamWebhookDuplicate, f.WebhookDuplicateRate)
+		reorder := s.dice.Chance(streamWebhookReorder, f.WebhookReorderRate)
+		delay := s.dice.Chance(streamWebhookDelay, f.WebhookDelayRate)
 		if drop {
 			s.stats.WebhooksDropped++
 			s.log.Debug("providersim: dropping webhook", "event_id", ev.ID, "endpoint", ep)

@@ -151,11 +151,15 @@ func TestRegisterPushesEverySubjectAndTheSerdeUsesItsIDs(t *testing.T) {
 	}
 
 	// The registry's id for account.debited v1 frames the Avro value.
+	cat := schemas.MustDefault()
 	ids := func(typ string, v int) (int, error) {
-		ss, err := cl.SchemaByVersion(ctx, "account-events-value", v)
+		subject, err := cat.Subject(typ, v)
+		if err != nil {
+			return 0, err
+		}
+		ss, err := cl.SchemaByVersion(ctx, subject, v)
 		return ss.ID, err
 	}
-	cat := schemas.MustDefault()
 	serde, err := avro.New(cat, ids)
 	if err != nil {
 		t.Fatal(err)

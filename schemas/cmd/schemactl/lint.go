@@ -229,7 +229,17 @@ func lintExamples(cat *schemas.Catalog, typ string, e catalogEntry, show func(st
 	var serde *avro.Serde
 	if e.Encoding == schemas.EncodingAvro {
 		var err error
-		serde, err = avro.New(cat, func(string, int) (int, error) { return 1, nil })
+		// Each type and version gets its own id, as a registry would: with
+		// one id for all, decoding would read every type's body with the
+		// first type's schema.
+		ids := map[string]int{}
+		serde, err = avro.New(cat, func(typ string, version int) (int, error) {
+			k := fmt.Sprintf("%s/%d", typ, version)
+			if _, ok := ids[k]; !ok {
+				ids[k] = len(ids) + 1
+			}
+			return ids[k], nil
+		})
 		if err != nil {
 			rep.report(problem{File: show(path.Join("events", typ)), Rule: "AVRO_SCHEMA_INVALID", Hint: err.Error()})
 			serde = nil

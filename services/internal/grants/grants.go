@@ -57,6 +57,9 @@ var Services = []Service{
 		Writes: topics(contract.TypePaymentAuthorizeHold, contract.TypeInventoryReserveStock,
 			contract.TypeShippingCreateShipment, contract.TypeSagaFinished)},
 	{Name: "shipping-svc", Reads: shippingconsumer.Topics, Writes: topics(contract.TypeSagaStepReplied)},
+	// funding-svc consumes nothing from Kafka: its news comes from the
+	// broker's streams and polls.
+	{Name: "funding-svc", Writes: topics(contract.TypeAccountCredited, contract.TypeAccountDebited)},
 }
 
 // Lookup returns the service called name.

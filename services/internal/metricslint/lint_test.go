@@ -68,6 +68,7 @@ var serviceExtras = map[string][]string{
 	"payment-svc": {"--http-addr", "127.0.0.1:0", "--provider-url", "http://127.0.0.1:9", "--provider-api-key", "sk_test_metricslint",
 		"--webhook-secret", "whsec_metricslint"},
 	"shipping-svc": {"--carrier-url", "http://127.0.0.1:9"},
+	"funding-svc":  {"--broker-url", "http://127.0.0.1:9", "--firm-account", "firm-metricslint"},
 }
 
 func serviceRecipe(d *deployment, name, addr string) []string {

@@ -48,7 +48,8 @@ type Spec struct {
 	// Commands are operator commands run instead of the service
 	// ("order-svc keys create …"), listed in --help.
 	Commands []kit.Command
-	Topics   []string
+	// Topics are the topics the service consumes; none runs no consumer.
+	Topics []string
 	// ProducedTopics are created with the consumed ones (--create-topics)
 	// when the service is the first to write them (the orchestrator's
 	// command topics, before their participants run).
@@ -222,11 +223,15 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		BatchHandler: spec.BatchHandler, Types: spec.Types, Outbox: events,
 		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace, InstanceID: *instance,
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
-	runner, err := idempotent.NewRunner(rcfg)
-	if err != nil {
-		return err
+	// A service that consumes no topic (funding-svc reads a broker's
+	// streams, not Kafka) runs no consumer.
+	if len(topics) > 0 {
+		runner, err := idempotent.NewRunner(rcfg)
+		if err != nil {
+			return err
+		}
+		workers = append(workers, runner.Run)
 	}
-	workers = append(workers, runner.Run)
 	if *relayOn {
 		rl, err := publisher.New(publisher.Config{Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry})
 		if err != nil {

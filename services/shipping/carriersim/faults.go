@@ -1,13 +1,10 @@
 package carriersim
 
 import (
-	"fmt"
-	"math/rand/v2"
-	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/concordhq/concord/services/internal/sim"
 )
 
 // Faults are the ways the carrier misbehaves on purpose. The zero value is
@@ -47,53 +44,21 @@ func DefaultFaults() Faults { return Faults{DeclinePostalCodes: []string{"00000"
 
 // Knob is one fault setting by name, as used by flags, environment
 // variables and the admin API.
-type Knob struct {
-	Name  string
-	Usage string
-	Get   func(f *Faults) string
-	Set   func(f *Faults, v string) error
-}
+type Knob = sim.Knob[Faults]
 
 func rateKnob(name, usage string, field func(*Faults) *float64) Knob {
-	return Knob{Name: name, Usage: usage,
-		Get: func(f *Faults) string { return strconv.FormatFloat(*field(f), 'g', -1, 64) },
-		Set: func(f *Faults, v string) error {
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil || x < 0 || x > 1 {
-				return fmt.Errorf("%s: %q is not a rate between 0 and 1", name, v)
-			}
-			*field(f) = x
-			return nil
-		}}
+	return sim.RateKnob(name, usage, field)
 }
 
 func countKnob(name, usage string, field func(*Faults) *int) Knob {
-	return Knob{Name: name, Usage: usage,
-		Get: func(f *Faults) string { return strconv.Itoa(*field(f)) },
-		Set: func(f *Faults, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return fmt.Errorf("%s: %q is not a non-negative count", name, v)
-			}
-			*field(f) = n
-			return nil
-		}}
+	return sim.CountKnob(name, usage, field)
 }
 
 // Knobs lists every fault setting. Names are kebab-case; carrier-sim
 // exposes each as --fault-<name> and CARRIERSIM_FAULT_<NAME>.
 func Knobs() []Knob {
 	return []Knob{
-		{Name: "latency", Usage: "latency added to every API answer (real time)",
-			Get: func(f *Faults) string { return f.Latency.String() },
-			Set: func(f *Faults, v string) error {
-				d, err := time.ParseDuration(v)
-				if err != nil || d < 0 {
-					return fmt.Errorf("latency: %q is not a non-negative duration", v)
-				}
-				f.Latency = d
-				return nil
-			}},
+		sim.DurationKnob("latency", "latency added to every API answer (real time)", func(f *Faults) *time.Duration { return &f.Latency }),
 		rateKnob("5xx-rate", "share of API requests answered 503 before execution", func(f *Faults) *float64 { return &f.ServerErrorRate }),
 		countKnob("5xx-next", "the next N API requests are answered 503 before execution", func(f *Faults) *int { return &f.ServerErrorNext }),
 		rateKnob("hang-rate", "share of create/cancel requests executed but never answered (the client times out)", func(f *Faults) *float64 { return &f.HangRate }),
@@ -115,40 +80,12 @@ func Knobs() []Knob {
 }
 
 // Values returns every knob's current value by name.
-func (f Faults) Values() map[string]string {
-	out := make(map[string]string)
-	for _, k := range Knobs() {
-		out[k.Name] = k.Get(&f)
-	}
-	return out
-}
+func (f Faults) Values() map[string]string { return sim.Values(f, Knobs()) }
 
 // Apply sets the named knobs from their string values. It changes nothing
-// unless every value is valid; an unknown name is an error.
-func (f *Faults) Apply(values map[string]string) error {
-	next := *f
-	next.DeclinePostalCodes = append([]string(nil), f.DeclinePostalCodes...)
-	byName := make(map[string]Knob)
-	for _, k := range Knobs() {
-		byName[k.Name] = k
-	}
-	names := make([]string, 0, len(values))
-	for n := range values {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		k, ok := byName[n]
-		if !ok {
-			return fmt.Errorf("unknown fault knob %q", n)
-		}
-		if err := k.Set(&next, values[n]); err != nil {
-			return err
-		}
-	}
-	*f = next
-	return nil
-}
+// unless every value is valid; an unknown name is an error. Knobs replace
+// the postal-code list, never edit it, so the copy shares it safely.
+func (f *Faults) Apply(values map[string]string) error { return sim.Apply(f, Knobs(), values) }
 
 func (f Faults) declines(postalCode string) bool {
 	for _, c := range f.DeclinePostalCodes {
@@ -159,53 +96,23 @@ func (f Faults) declines(postalCode string) bool {
 	return false
 }
 
-// stream names one independent sequence of random draws, so turning one
-// knob does not shift another's draws.
-type stream int
-
+// The kinds of random decision, each drawn from its own stream of the
+// simulator's dice (sim.Dice), so turning one knob does not shift another's
+// draws.
 const (
-	streamIDs stream = iota
+	streamIDs = iota
 	streamServerError
 	streamHang
 	streamDecline
 	numStreams
 )
 
-// dice is the simulator's only source of randomness: one PCG stream per
-// kind of decision, all derived from the seed.
-type dice struct {
-	mu      sync.Mutex
-	streams [numStreams]*rand.Rand
-}
+// dice draws the carrier's ids on top of sim.Dice.
+type dice struct{ *sim.Dice }
 
-func newDice(seed uint64) *dice {
-	d := &dice{}
-	for i := range d.streams {
-		d.streams[i] = rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15*uint64(i+1)))
-	}
-	return d
-}
-
-// chance reports whether an event of probability p happens. It always
-// draws, so the n-th decision of a kind depends only on the seed and n.
-func (d *dice) chance(s stream, p float64) bool {
-	d.mu.Lock()
-	x := d.streams[s].Float64()
-	d.mu.Unlock()
-	return x < p
-}
+func newDice(seed uint64) dice { return dice{sim.NewDice(seed, numStreams)} }
 
 const idAlphabet = "0123456789ABCDEFGHJKLMNPQRSTUVWXYZ"
 
 // id returns prefix_ followed by n random characters.
-func (d *dice) id(prefix string, n int) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	b := make([]byte, 0, len(prefix)+1+n)
-	b = append(b, prefix...)
-	b = append(b, '_')
-	for range n {
-		b = append(b, idAlphabet[d.streams[streamIDs].IntN(len(idAlphabet))])
-	}
-	return string(b)
-}
+func (d dice) id(prefix string, n int) string { return d.ID(streamIDs, prefix, idAlphabet, n) }

@@ -147,7 +147,7 @@ type stored struct {
 // Server is the simulator; it is an http.Handler.
 type Server struct {
 	cfg  Config
-	dice *dice
+	dice dice
 	log  *slog.Logger
 	mux  *http.ServeMux
 
@@ -280,7 +280,7 @@ func (s *Server) api(h func(r *http.Request) answer) http.HandlerFunc {
 		s.mu.Lock()
 		s.stats.Requests++
 		f := s.faults
-		fail := s.dice.chance(streamServerError, f.ServerErrorRate)
+		fail := s.dice.Chance(streamServerError, f.ServerErrorRate)
 		if s.faults.ServerErrorNext > 0 {
 			s.faults.ServerErrorNext--
 			fail = true
@@ -317,7 +317,7 @@ func (s *Server) api(h func(r *http.Request) answer) http.HandlerFunc {
 func (s *Server) hang() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := s.dice.chance(streamHang, s.faults.HangRate)
+	h := s.dice.Chance(streamHang, s.faults.HangRate)
 	if s.faults.HangNext > 0 {
 		s.faults.HangNext--
 		h = true
@@ -408,11 +408,11 @@ func (s *Server) create(r *http.Request) answer {
 	var a answer
 	switch {
 	case s.faults.declines(req.Address.PostalCode):
-		s.dice.chance(streamDecline, 0) // keep the stream's position independent of the knob
+		s.dice.Chance(streamDecline, 0) // keep the stream's position independent of the knob
 		s.stats.Declined++
 		a = errAnswer(&APIError{Status: http.StatusUnprocessableEntity, Type: ErrTypeDeclined, Code: CodeUnsupportedPostalCode,
 			Param: "address.postal_code", Message: "The carrier does not deliver to postal code " + req.Address.PostalCode + "."})
-	case s.dice.chance(streamDecline, s.faults.DeclineRate):
+	case s.dice.Chance(streamDecline, s.faults.DeclineRate):
 		s.stats.Declined++
 		a = errAnswer(&APIError{Status: http.StatusUnprocessableEntity, Type: ErrTypeDeclined, Code: CodeUndeliverableAddress,
 			Param: "address", Message: "The address cannot be delivered to."})

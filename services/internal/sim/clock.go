@@ -1,21 +1,21 @@
-package providersim
+package sim
 
 import (
 	"sync"
 	"time"
 )
 
-// Clock tells the simulator what time it is. Every timestamp the simulator
-// hands out (created, idempotency expiry, rate-limit buckets, scheduled
-// transitions, webhook due times and signatures) comes from it, so tests can
-// move time forward instead of sleeping.
+// Clock tells a simulator what time it is. Every timestamp it hands out
+// comes from it, so tests move time forward instead of sleeping.
 type Clock interface {
 	Now() time.Time
 }
 
-type systemClock struct{}
+// SystemClock is the wall clock.
+type SystemClock struct{}
 
-func (systemClock) Now() time.Time { return time.Now() }
+// Now is time.Now.
+func (SystemClock) Now() time.Time { return time.Now() }
 
 // ManualClock is a Clock that only moves when told to. It is safe for
 // concurrent use.
