@@ -100,7 +100,10 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 				batchRecs = append(batchRecs, d)
 				continue
 			}
-			if herr := r.handle(ctx, tx, d.ev, out); herr != nil {
+			hctx, span := r.startEvent(ctx, d, false)
+			herr := r.handle(hctx, tx, d.ev, outbox.TracedEmitter(hctx, out))
+			endSpan(span, herr)
+			if herr != nil {
 				if Classify(herr) == PermanentFailure {
 					return res, errNeedSavepoints
 				}
@@ -108,10 +111,16 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 			}
 		default:
 			res.duplicates++
+			r.markDuplicate(ctx, d)
 		}
 	}
 	if len(batch) > 0 {
-		if herr := r.handleBatch(ctx, tx, batch, out); herr != nil {
+		bctx, spans, emit := r.startBatch(ctx, batchRecs, out)
+		herr := r.handleBatch(bctx, tx, batch, emit)
+		for _, span := range spans {
+			endSpan(span, herr)
+		}
+		if herr != nil {
 			if Classify(herr) == PermanentFailure {
 				return res, errNeedSavepoints
 			}
@@ -150,16 +159,19 @@ func (r *Runner) applyCareful(ctx context.Context, recs []decoded) (res batchRes
 		}
 		if tag.RowsAffected() == 0 {
 			res.duplicates++
+			r.markDuplicate(ctx, d)
 			if err := sp.Commit(ctx); err != nil { // RELEASE SAVEPOINT
 				return res, eventErr(d, err)
 			}
 			continue
 		}
 		out := r.cfg.Outbox.NewBuffer()
-		herr := r.handleOne(ctx, sp, d.ev, out)
+		hctx, span := r.startEvent(ctx, d, false)
+		herr := r.handleOne(hctx, sp, d.ev, outbox.TracedEmitter(hctx, out))
 		if herr == nil {
-			herr = out.Flush(ctx, sp) // in the savepoint: a dead letter's events go with it
+			herr = out.Flush(hctx, sp) // in the savepoint: a dead letter's events go with it
 		}
+		endSpan(span, herr)
 		if herr != nil {
 			// Undo the handler's partial effect and the dedupe row, so
 			// that a fixed handler applies the event when it is replayed.
@@ -315,7 +327,7 @@ func (r *Runner) recordDeadLetter(ctx context.Context, tx pgx.Tx, dl deadLetter)
 	if err != nil {
 		return nil, false, fmt.Errorf("record dead letter %s/%d@%d: %w", src.Topic, src.Partition, src.Offset, err)
 	}
-	r.cfg.Logger.Warn("dead-lettering record", "group", r.cfg.Group, "topic", src.Topic, "partition", src.Partition,
+	r.cfg.Logger.WarnContext(eventContext(ctx, dl.d), "dead-lettering record", "group", r.cfg.Group, "topic", src.Topic, "partition", src.Partition,
 		"offset", src.Offset, "event_id", eventID, "reason", dl.reason, "err", dl.err, "redelivery", tag.RowsAffected() == 0)
 	if tag.RowsAffected() == 0 {
 		return nil, false, nil

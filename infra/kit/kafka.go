@@ -159,6 +159,9 @@ func NewKafkaClient(ctx context.Context, c KafkaConfig, log *slog.Logger, extra 
 	if log != nil {
 		opts = append(opts, kgo.WithLogger(kslog{log}))
 	}
+	if o, ok := kafkaTracing(); ok {
+		opts = append(opts, o)
+	}
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)

@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,5 +38,19 @@ func (f LogFlags) NewLogger(w io.Writer, service string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", *f.Format)
 	}
-	return slog.New(h).With("service", service), nil
+	return slog.New(ContextHandler{h}).With("service", service), nil
+}
+
+// Start is the start-up of a long-running binary: the logger the flags ask
+// for (an error of theirs is a UsageError) and tracing as the OTEL_*
+// variables ask for it (see Trace). Call stop on the way out.
+func (f LogFlags) Start(ctx context.Context, w io.Writer, service string) (log *slog.Logger, stop func(), err error) {
+	log, err = f.NewLogger(w, service)
+	if err != nil {
+		return nil, nil, UsageError{Err: err}
+	}
+	if stop, err = Trace(ctx, service, log); err != nil {
+		return nil, nil, err
+	}
+	return log, stop, nil
 }

@@ -89,7 +89,7 @@ func NewOpsServer(addr string, checks ...ReadyFunc) (*OpsServer, error) {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	metrics := NewHTTPMetrics(reg)
-	return &OpsServer{Mux: mux, Registry: reg, ln: ln, srv: newHTTPServer(metrics, mux), metrics: metrics}, nil
+	return &OpsServer{Mux: mux, Registry: reg, ln: ln, srv: newHTTPServer(metrics, mux, "ops"), metrics: metrics}, nil
 }
 
 // NewAPIServer listens on addr for the binary's public API. Its requests
@@ -101,14 +101,14 @@ func (s *OpsServer) NewAPIServer(addr string) (*APIServer, error) {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	return &APIServer{Mux: mux, ln: ln, srv: newHTTPServer(s.metrics, mux)}, nil
+	return &APIServer{Mux: mux, ln: ln, srv: newHTTPServer(s.metrics, mux, "api")}, nil
 }
 
-// newHTTPServer is the server both listeners use: timed out, body-limited
-// and counted.
-func newHTTPServer(m *HTTPMetrics, mux *http.ServeMux) *http.Server {
+// newHTTPServer is the server both listeners use: timed out, body-limited,
+// counted and, when tracing is on, traced.
+func newHTTPServer(m *HTTPMetrics, mux *http.ServeMux, listener string) *http.Server {
 	return &http.Server{
-		Handler:           LimitBody(m.Wrap(mux), DefaultMaxBodyBytes),
+		Handler:           traceHTTP(LimitBody(m.Wrap(mux), DefaultMaxBodyBytes), listener),
 		ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		ReadTimeout:       DefaultReadTimeout,
 		WriteTimeout:      DefaultWriteTimeout,

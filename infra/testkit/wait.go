@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -51,4 +52,20 @@ func Strings(t testing.TB, pool *pgxpool.Pool, query string, args ...any) []stri
 		t.Fatalf("%s: %v", query, err)
 	}
 	return out
+}
+
+// Background runs run (a relay's or a runner's Run) in a goroutine until the
+// end of the test, then cancels its context and waits for it to return;
+// an error other than the cancellation fails the test.
+func Background(t testing.TB, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("run: %v", err)
+		}
+	})
 }

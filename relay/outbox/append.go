@@ -57,14 +57,15 @@ func Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelope, error) 
 
 // Append validates ev against the schema catalog, fills event_id (UUIDv7),
 // timestamp, aggregate_type, topic and partition key, inserts the row with
-// tx and NOTIFYs the relay (delivered when tx commits).
+// tx and NOTIFYs the relay (delivered when tx commits). The row keeps the
+// traceparent of ctx's span, if any (see Traced).
 //
 // An invalid event is a programming error: Append returns an error wrapping
 // ErrInvalidEvent and the caller must roll back, so the business change
 // never commits without its event. Any error leaves tx unusable for further
 // statements only if the database said so (a failed insert aborts it).
 func (w Writer) Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelope, error) {
-	env, rec, err := w.Prepare(ev)
+	env, rec, err := w.Prepare(Traced(ctx, ev))
 	if err != nil {
 		return schemas.Envelope{}, err
 	}

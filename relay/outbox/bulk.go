@@ -16,7 +16,8 @@ const notifySQL = "select pg_notify($1, '')"
 // Queue is Append for a caller that sends its statements as one pgx.Batch:
 // it validates ev and queues its insert and the relay's NOTIFY on b, so the
 // event costs no round trip of its own. Send b in the transaction of the
-// change the event reports.
+// change the event reports. Queue has no context to take a trace from:
+// pass Traced(ctx, ev) for the event to carry the caller's.
 func (w Writer) Queue(b *pgx.Batch, ev Event) (schemas.Envelope, error) {
 	env, rec, err := w.Prepare(ev)
 	if err != nil {
@@ -90,10 +91,11 @@ func (b *Buffer) Flush(ctx context.Context, tx pgx.Tx) error {
 
 // Emitting calls fn with an Emitter and writes what fn emitted in tx when
 // fn returns nil: code outside a consumer's runner (a sweeper, a test) gets
-// what the runner gives handlers, and cannot forget the flush.
+// what the runner gives handlers, and cannot forget the flush. The events
+// carry the trace of ctx's span (see Traced).
 func (w Writer) Emitting(ctx context.Context, tx pgx.Tx, fn func(out Emitter) error) error {
 	b := w.NewBuffer()
-	if err := fn(b); err != nil {
+	if err := fn(TracedEmitter(ctx, b)); err != nil {
 		return err
 	}
 	return b.Flush(ctx, tx)

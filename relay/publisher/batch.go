@@ -432,7 +432,7 @@ func (r *Relay) record(rw row) *kgo.Record {
 	for k, v := range rw.headers {
 		hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
-	return &kgo.Record{Topic: rw.topic, Key: []byte(rw.key), Value: []byte(rw.payload), Headers: hs}
+	return withTrace(&kgo.Record{Topic: rw.topic, Key: []byte(rw.key), Value: []byte(rw.payload), Headers: hs}, rw.headers)
 }
 
 func recordSize(rec *kgo.Record) int {

@@ -74,7 +74,8 @@ type Config struct {
 	// It must be idempotent with acks=all (franz-go's defaults), keep the
 	// default key partitioner, and its ProducerBatchMaxBytes must not exceed
 	// the smallest max.message.bytes of the topics, or a batch of small
-	// records can be refused as a whole.
+	// records can be refused as a whole. Build it with ProducerOpts for the
+	// relay's span per record (see publishTracing).
 	Client *kgo.Client
 
 	Logger     *slog.Logger          // slog.Default() when nil
@@ -235,7 +236,8 @@ func New(cfg Config) (*Relay, error) {
 // ProducerOpts are the franz-go options the relay's own client uses beyond
 // the connection: idempotent (franz-go's default), acks=all, Kafka's murmur2
 // key partitioner, compression, linger, the delivery timeout, and a batch
-// cap lowered per topic to its max.message.bytes by lookup.
+// cap lowered per topic to its max.message.bytes by lookup, and the span of
+// each record whose outbox row carries a trace (see publishTracing).
 func ProducerOpts(cfg Config, lookup func(topic string) (int32, bool)) []kgo.Opt {
 	codec, _ := compressionCodec(cfg.Compression)
 	max := int32(cfg.MaxMessageBytes)
@@ -244,6 +246,7 @@ func ProducerOpts(cfg Config, lookup func(topic string) (int32, bool)) []kgo.Opt
 	}
 	return []kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.WithHooks(publishTracing{}),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.ProducerBatchCompression(codec),
 		kgo.ProducerLinger(cfg.Linger),

@@ -75,14 +75,11 @@ func testDefaults(t *testing.T, cfg *publisher.Config) {
 // run's context, waits for it to return and fails the test on its error.
 func runUntilEnd(t *testing.T, what string, run func(context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("%s run: %v", what, err)
+	testkit.Background(t, func(ctx context.Context) error {
+		if err := run(ctx); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
+		return nil
 	})
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // EventTypes are the event types the simulator emits, the values
@@ -40,7 +42,9 @@ func (s *Server) emit(r *request, typ string, obj any, previous map[string]any) 
 	if s.webhookEnabled(typ) {
 		ev.Endpoints = len(s.cfg.WebhookEndpoints)
 	}
+	var sc trace.SpanContext
 	if r != nil {
+		sc = r.trace
 		ev.Created = r.now.Unix()
 		ev.RequestID = r.requestID
 		ev.IdemKey = r.idemKey
@@ -50,7 +54,7 @@ func (s *Server) emit(r *request, typ string, obj any, previous map[string]any) 
 	s.st.eventByID[ev.ID] = ev
 	s.stats.EventsCreated++
 	s.dirty = true
-	s.enqueueWebhooks(ev, now)
+	s.enqueueWebhooks(ev, now, sc)
 }
 
 // EventRetention is how long events stay retrievable and listed, as on

@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/services/internal/sim"
 )
 
@@ -200,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = cfg.WebhookConcurrency // keep one connection per delivery slot
-		cfg.HTTPClient = &http.Client{Timeout: cfg.WebhookTimeout, Transport: tr}
+		cfg.HTTPClient = &http.Client{Timeout: cfg.WebhookTimeout, Transport: kit.HTTPTransport(tr)}
 	}
 	if cfg.APIVersion == "" {
 		cfg.APIVersion = DefaultAPIVersion
@@ -340,6 +342,7 @@ type request struct {
 	idemKey   string
 	requestID string
 	now       time.Time
+	trace     trace.SpanContext // the caller's span: the webhooks of the request's events join its trace
 }
 
 // api wraps a handler with what every Stripe endpoint does, in this order:
@@ -408,7 +411,7 @@ func (s *Server) api(h func(*request) response) http.Handler {
 			return
 		}
 		r := &request{method: hr.Method, path: hr.URL.Path, pathID: hr.PathValue("id"),
-			form: form, apiKey: key, requestID: reqID}
+			form: form, apiKey: key, requestID: reqID, trace: trace.SpanContextFromContext(hr.Context())}
 		if hr.Method == http.MethodPost {
 			r.idemKey = strings.TrimSpace(hr.Header.Get("Idempotency-Key"))
 		}

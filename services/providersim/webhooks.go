@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/concordhq/concord/infra/backoff"
 )
 
@@ -36,6 +38,7 @@ type delivery struct {
 	due      time.Time // earliest send; for a held delivery, the end of its hold
 	held     bool      // reordered: waits until a later delivery to the endpoint was sent
 	attempt  int
+	trace    trace.SpanContext // of the request that caused the event, if any
 }
 
 // webhookQueue holds deliveries not yet sent. In memory only: a restart
@@ -49,7 +52,7 @@ type webhookQueue struct {
 // enqueueWebhooks queues ev for every endpoint, drawing the webhook faults
 // once per (event, endpoint): drop, duplicate, reorder, delay.
 // Called with s.mu held.
-func (s *Server) enqueueWebhooks(ev *event, now time.Time) {
+func (s *Server) enqueueWebhooks(ev *event, now time.Time, sc trace.SpanContext) {
 	if ev.Endpoints == 0 { // no endpoint subscribes to its type
 		return
 	}
@@ -65,7 +68,7 @@ func (s *Server) enqueueWebhooks(ev *event, now time.Time) {
 			s.log.Debug("providersim: dropping webhook", "event_id", ev.ID, "endpoint", ep)
 			continue
 		}
-		d := &delivery{eventID: ev.ID, payload: payload, endpoint: ep, due: now}
+		d := &delivery{eventID: ev.ID, payload: payload, endpoint: ep, due: now, trace: sc}
 		if delay {
 			s.stats.WebhooksDelayed++
 			d.due = now.Add(f.WebhookDelay)
@@ -201,7 +204,11 @@ func (s *Server) delivered(d *delivery, err error) {
 
 // send makes one delivery attempt, signed at the moment of sending.
 func (s *Server) send(d *delivery) error {
-	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, d.endpoint, bytes.NewReader(d.payload))
+	ctx := s.ctx
+	if d.trace.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, d.trace)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.endpoint, bytes.NewReader(d.payload))
 	if err != nil {
 		return fmt.Errorf("providersim: webhook %s to %s: %w", d.eventID, d.endpoint, err)
 	}

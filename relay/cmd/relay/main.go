@@ -93,10 +93,11 @@ func run(ctx context.Context, args []string) error {
 	if *mode != "poll" && *mode != "wal" {
 		return kit.Usagef("--mode %q: want poll or wal", *mode)
 	}
-	log, err := lf.NewLogger(os.Stderr, "relay")
+	log, stopTracing, err := lf.Start(ctx, os.Stderr, "relay")
 	if err != nil {
-		return kit.UsageError{Err: err}
+		return err
 	}
+	defer stopTracing()
 	pool, err := kit.NewPool(ctx, withPoolSize(*dbURL, publisher.PipelineConns(*workers)+1))
 	if err != nil {
 		return err

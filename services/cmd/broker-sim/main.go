@@ -74,10 +74,11 @@ func run(ctx context.Context, args []string) error {
 	if limit == 0 {
 		limit = -1 // the package's 0 means "default"
 	}
-	log, err := logFlags.NewLogger(os.Stderr, "broker-sim")
+	log, stopTracing, err := logFlags.Start(ctx, os.Stderr, "broker-sim")
 	if err != nil {
-		return kit.UsageError{Err: err}
+		return err
 	}
+	defer stopTracing()
 	sim, err := brokersim.New(brokersim.Config{
 		APIKey: *apiKey, APISecret: *apiSecret, Seed: uint64(*seed), Faults: faults, RateLimit: limit, RateWindow: *rateWindow,
 		SettlementDelay: *settle, FirmAccountID: *firm, FirmCash: cash, Correspondent: *corr, DataDir: *dataDir,

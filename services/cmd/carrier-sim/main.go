@@ -44,10 +44,11 @@ func run(ctx context.Context, args []string) error {
 	if *seed < 0 {
 		return kit.Usagef("--seed %d: must not be negative", *seed)
 	}
-	log, err := logFlags.NewLogger(os.Stderr, "carrier-sim")
+	log, stopTracing, err := logFlags.Start(ctx, os.Stderr, "carrier-sim")
 	if err != nil {
-		return kit.UsageError{Err: err}
+		return err
 	}
+	defer stopTracing()
 	sim, err := carriersim.New(carriersim.Config{APIKey: *apiKey, Seed: uint64(*seed), Faults: faults, Admin: *admin, Logger: log})
 	if err != nil {
 		return err

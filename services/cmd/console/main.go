@@ -77,10 +77,11 @@ func run(ctx context.Context, args []string) error {
 		"inventory-database-url", *invURL, "payments-database-url", *payURL); err != nil {
 		return kit.UsageError{Err: err}
 	}
-	log, err := lf.NewLogger(os.Stderr, "console")
+	log, stopTracing, err := lf.Start(ctx, os.Stderr, "console")
 	if err != nil {
-		return kit.UsageError{Err: err}
+		return err
 	}
+	defer stopTracing()
 	users, err := console.LoadUsers(*usersFile, func(p string) (io.ReadCloser, error) { return os.Open(p) }, *usersInline)
 	if err != nil {
 		return kit.UsageError{Err: err}

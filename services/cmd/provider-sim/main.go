@@ -97,10 +97,11 @@ func run(ctx context.Context, args []string) error {
 	case *idemTTL <= 0 || *holdExpiry <= 0 || *backoff <= 0 || *maxBackoff <= 0 || *hookTimeout <= 0 || *snapEvery <= 0:
 		return kit.Usagef("--idempotency-ttl, --hold-expiry, --webhook-backoff, --webhook-max-backoff, --webhook-timeout and --snapshot-interval must be positive")
 	}
-	log, err := logFlags.NewLogger(os.Stderr, "provider-sim")
+	log, stopTracing, err := logFlags.Start(ctx, os.Stderr, "provider-sim")
 	if err != nil {
-		return kit.UsageError{Err: err}
+		return err
 	}
+	defer stopTracing()
 	sim, err := providersim.New(providersim.Config{
 		APIKey: *apiKey, Seed: uint64(*seed), Faults: faults, RateLimit: *rateLimit, IdempotencyTTL: *idemTTL, HoldExpiry: *holdExpiry,
 		DataDir: *dataDir, SnapshotInterval: *snapEvery, WebhookEndpoints: endpoints, WebhookEvents: events, WebhookSecret: *secret,

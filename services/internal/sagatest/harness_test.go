@@ -84,6 +84,9 @@ type opts struct {
 	// unknownOrderWait is payment-svc's --unknown-order-wait (default
 	// its own, 2m).
 	unknownOrderWait time.Duration
+	// otlp, when set, is the OTLP/HTTP endpoint the services export their
+	// spans to.
+	otlp string
 }
 
 func newSaga(t *testing.T, o opts) *saga {
@@ -163,6 +166,12 @@ func newSaga(t *testing.T, o opts) *saga {
 			// gives its partitions away after the session timeout, which
 			// is 45s unless told otherwise (6s is the broker's minimum).
 			"CONCORD_TOPIC_PARTITIONS=3", "CONCORD_SHUTDOWN_GRACE=5s", "CONCORD_GROUP_SESSION_TIMEOUT=6s"}, kafkaOf(name).Env()...), extra...)
+	}
+	if o.otlp != "" {
+		for name := range s.env {
+			// Spans leave every 100ms rather than every 5s.
+			s.env[name] = append(s.env[name], "OTEL_EXPORTER_OTLP_ENDPOINT="+o.otlp, "OTEL_BSP_SCHEDULE_DELAY=100")
+		}
 	}
 	for _, name := range services {
 		s.start(name)

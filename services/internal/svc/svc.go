@@ -162,10 +162,11 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	case *fetchMin < 1:
 		return kit.Usagef("--fetch-min-bytes %d: must be at least 1", *fetchMin)
 	}
-	log, err := lf.NewLogger(os.Stderr, spec.Name)
+	log, stopTracing, err := lf.Start(ctx, os.Stderr, spec.Name)
 	if err != nil {
-		return kit.UsageError{Err: err}
+		return err
 	}
+	defer stopTracing()
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	pool, err := newPool(startCtx, *dbURL, int32(*maxConns))
@@ -284,6 +285,7 @@ func newPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, er
 	if !strings.Contains(url, "pool_max_conns") && maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	kit.TracePool(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database pool: %w", err)

@@ -42,7 +42,7 @@ func (h *Handler) authorized(scope apikey.Scope, next keyedHandler) http.Handler
 			writeJSON(w, http.StatusUnauthorized, apiError{Error: "unknown or revoked API key", Field: "Authorization"})
 			return
 		case err != nil:
-			h.Log.Error("authenticate API key", "err", err)
+			h.Log.ErrorContext(r.Context(), "authenticate API key", "err", err)
 			writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not check the API key; retry"})
 			return
 		}

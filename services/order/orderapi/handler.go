@@ -120,7 +120,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, k apikey.Key) {
 		writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: orderstore.ErrIdempotencyConflict.Error(), Field: "Idempotency-Key"})
 		return
 	case err != nil:
-		h.Log.Error("create order", "err", err)
+		h.Log.ErrorContext(r.Context(), "create order", "err", err)
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "order not stored; retry with the same Idempotency-Key"})
 		return
 	}
@@ -166,7 +166,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, k apikey.Key) {
 	case errors.Is(err, orderstore.ErrNotFound) || isBadUUID(err) || (err == nil && !k.MayActFor(o.CustomerID)):
 		writeJSON(w, http.StatusNotFound, apiError{Error: "no order " + strconv.Quote(r.PathValue("id"))})
 	case err != nil:
-		h.Log.Error("get order", "order_id", r.PathValue("id"), "err", err)
+		h.Log.ErrorContext(r.Context(), "get order", "order_id", r.PathValue("id"), "err", err)
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not read order"})
 	default:
 		writeJSON(w, http.StatusOK, o)
@@ -198,7 +198,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, k apikey.Key) {
 	}
 	orders, err := h.Store.List(r.Context(), st, k.CustomerID, limit)
 	if err != nil {
-		h.Log.Error("list orders", "err", err)
+		h.Log.ErrorContext(r.Context(), "list orders", "err", err)
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "could not list orders"})
 		return
 	}

@@ -138,7 +138,7 @@ func (s *Store) Create(ctx context.Context, req order.Request, idemKey string) (
 		// decoding) the JSON just written would only cost time.
 		return row.Scan(&o.CreatedAt, &o.UpdatedAt)
 	})
-	env, err := s.Outbox.Queue(b, outbox.Event{Payload: payload, AggregateID: id, CorrelationID: id})
+	env, err := s.Outbox.Queue(b, outbox.Traced(ctx, outbox.Event{Payload: payload, AggregateID: id, CorrelationID: id}))
 	if err != nil {
 		return Order{}, false, fmt.Errorf("order %s: %w", id, err)
 	}

@@ -22,8 +22,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/concordhq/concord/infra/backoff"
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
@@ -177,11 +182,20 @@ func (c *Charger) start(ctx context.Context, wg *sync.WaitGroup, slots, freed ch
 			}
 			wg.Done()
 		}()
+		// The attempt's span holds the provider call and the event its
+		// answer appends, and its lines carry the order's correlation id.
+		ctx, span := tracer.Start(kit.WithCorrelationID(ctx, p.OrderID), "payment attempt",
+			trace.WithAttributes(attribute.Int64("concord.payment_id", p.ID), attribute.String("concord.correlation_id", p.OrderID)))
+		defer span.End()
 		if err := f(ctx, p); err != nil {
-			c.cfg.Log.Warn("payment attempt", "payment_id", p.ID, "order_id", p.OrderID, "err", err)
+			span.SetStatus(codes.Error, err.Error())
+			c.cfg.Log.WarnContext(ctx, "payment attempt", "payment_id", p.ID, "order_id", p.OrderID, "err", err)
 		}
 	}()
 }
+
+// tracer follows the global tracer provider (see kit.StartTracing).
+var tracer = otel.Tracer("github.com/concordhq/concord/services/payment/charger")
 
 // claim takes up to limit due payments: charges first, then refunds.
 func (c *Charger) claim(ctx context.Context, limit int) (charges, refunds []paymentstore.Payment, err error) {

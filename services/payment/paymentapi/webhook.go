@@ -74,14 +74,14 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ev, err := paymentprovider.Verify(body, r.Header.Get("Stripe-Signature"), h.Secret)
 	if err != nil {
 		h.deliveries.WithLabelValues("bad_signature").Inc()
-		h.Log.Warn("webhook rejected", "err", err)
+		h.Log.WarnContext(r.Context(), "webhook rejected", "err", err)
 		http.Error(w, "signature verification failed", http.StatusBadRequest)
 		return
 	}
 	result, err := h.apply(r.Context(), ev, body)
 	if err != nil {
 		h.deliveries.WithLabelValues("error").Inc()
-		h.Log.Error("webhook not applied; the provider will retry", "event_id", ev.ID, "type", ev.Type, "err", err)
+		h.Log.ErrorContext(r.Context(), "webhook not applied; the provider will retry", "event_id", ev.ID, "type", ev.Type, "err", err)
 		http.Error(w, "not applied, retry", http.StatusServiceUnavailable)
 		return
 	}

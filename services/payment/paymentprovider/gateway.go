@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v84"
+
+	"github.com/concordhq/concord/infra/kit"
 )
 
 // Sentinel errors callers branch on; returned errors wrap them with %w.
@@ -84,7 +86,7 @@ func New(cfg Config) (*Client, error) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = cfg.Connections
 		tr.MaxIdleConns = max(tr.MaxIdleConns, cfg.Connections)
-		hc = &http.Client{Timeout: cfg.Timeout, Transport: tr}
+		hc = &http.Client{Timeout: cfg.Timeout, Transport: kit.HTTPTransport(tr)}
 	}
 	bc := &stripe.BackendConfig{
 		HTTPClient:        hc,

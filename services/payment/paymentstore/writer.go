@@ -223,7 +223,7 @@ func RecordAlone(ctx context.Context, pool *pgxpool.Pool, events outbox.Writer, 
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return false, err
 	}
-	w, changed, err := plan(events, p, o)
+	w, changed, err := plan(ctx, events, p, o)
 	if err != nil {
 		return false, err
 	}
@@ -239,7 +239,7 @@ func transition(ctx context.Context, tx pgx.Tx, events outbox.Writer, id int64, 
 	if err != nil {
 		return false, err
 	}
-	w, changed, err := plan(events, p, o)
+	w, changed, err := plan(ctx, events, p, o)
 	if err != nil || w.Len() == 0 {
 		return false, err
 	}
@@ -251,8 +251,9 @@ func transition(ctx context.Context, tx pgx.Tx, events outbox.Writer, id int64, 
 
 // plan decides what o does to p, locked, and returns the writes: the
 // transition (event, update, transition row) when payment.Decide applies
-// it, else at most the observation. changed reports a transition.
-func plan(events outbox.Writer, p Payment, o Observation) (w *pgx.Batch, changed bool, err error) {
+// it, else at most the observation. changed reports a transition. The
+// event carries the trace of ctx (a webhook's request, a charge attempt).
+func plan(ctx context.Context, events outbox.Writer, p Payment, o Observation) (w *pgx.Batch, changed bool, err error) {
 	w = &pgx.Batch{}
 	id, to := p.ID, o.To
 	if to == payment.StatusFailed && o.Reason == "" {
@@ -285,8 +286,8 @@ func plan(events outbox.Writer, p Payment, o Observation) (w *pgx.Batch, changed
 	if to != payment.StatusFailed && p.ProviderPaymentID == "" {
 		return nil, false, fmt.Errorf("mark payment %d (order %s) %s: %w", id, p.OrderID, to, ErrNoProviderID)
 	}
-	env, err := events.Queue(w, outbox.Event{Payload: transitionEvent(p, to, o.Reason),
-		AggregateID: p.OrderID, CorrelationID: p.OrderID, Headers: map[string]string{"source": o.Source}})
+	env, err := events.Queue(w, outbox.Traced(ctx, outbox.Event{Payload: transitionEvent(p, to, o.Reason),
+		AggregateID: p.OrderID, CorrelationID: p.OrderID, Headers: map[string]string{"source": o.Source}}))
 	if err != nil {
 		return nil, false, fmt.Errorf("payment %d (order %s) → %s: %w", id, p.OrderID, to, err)
 	}

@@ -59,7 +59,7 @@ func runCommand(ctx context.Context, cmd string, args []string, out io.Writer) e
 	if err != nil {
 		return err
 	}
-	defer d.pool.Close()
+	defer d.close()
 	switch cmd {
 	case "status":
 		st, err := d.store.Status(ctx)

@@ -77,7 +77,7 @@ func finding(ctx context.Context, sub string, args []string, out io.Writer) erro
 	if err != nil {
 		return err
 	}
-	defer d.pool.Close()
+	defer d.close()
 	switch sub {
 	case "list":
 		fs, err := d.store.Findings(ctx, reconcilerstore.FindingFilter{All: *all, Kind: reconciler.Kind(*kind), Limit: *limit})

@@ -90,17 +90,29 @@ type deps struct {
 	store   *reconcilerstore.Store
 	prov    *reconcilerprovider.Provider
 	limiter *rate.Limiter
+	stop    func() // flushes the traces
 }
 
-func (c *common) open(ctx context.Context, cmd string) (*deps, error) {
+// close releases what open built.
+func (d *deps) close() {
+	d.pool.Close()
+	d.stop()
+}
+
+func (c *common) open(ctx context.Context, cmd string) (_ *deps, err error) {
 	if err := kit.Require("database-url", *c.dbURL); err != nil {
 		return nil, kit.UsageError{Err: err}
 	}
-	log, err := c.log.NewLogger(os.Stderr, "reconciler")
+	log, stop, err := c.log.Start(ctx, os.Stderr, "reconciler")
 	if err != nil {
-		return nil, kit.UsageError{Err: err}
+		return nil, err
 	}
-	d := &deps{log: log}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	d := &deps{log: log, stop: stop}
 	if c.apiKey != nil {
 		if err := kit.Require("provider-api-key", *c.apiKey); err != nil {
 			return nil, kit.UsageError{Err: err}
