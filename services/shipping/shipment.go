@@ -207,6 +207,20 @@ func (s *Shipment) NeverCreated() []Reply {
 	return append(out, s.answerCancel(Answer{Outcome: Succeeded})...)
 }
 
+// NotFoundForCancel records a lookup, made for a pending cancellation,
+// that found nothing under the key: NeverCreated. The lookup ran outside
+// the row's lock, so the row may have moved on meanwhile — a resent create
+// after a give-up ends our own voiding and starts the create over — and
+// then the answer is stale: it changes nothing and the row is decided
+// again (it would otherwise refuse the resent create as
+// cancelled_before_created).
+func (s *Shipment) NotFoundForCancel() []Reply {
+	if s.CancelStatus != CancelPending {
+		return nil
+	}
+	return s.NeverCreated()
+}
+
 // Voided records the carrier's cancellation of the shipment.
 func (s *Shipment) Voided() []Reply {
 	s.Status, s.CancelStatus = StatusCancelled, CancelDone

@@ -155,12 +155,31 @@ func TestGivenUpCreateIsRetryableVoidsWhatItFindsAndAResendStartsOver(t *testing
 	if shipping.Next(s.State(), late.Add(time.Hour)) != shipping.Lookup {
 		t.Fatal("the voiding does not look the key up")
 	}
-	want(t, "voiding finds nothing", s.NeverCreated())
+	want(t, "voiding finds nothing", s.NotFoundForCancel())
 	// The orchestrator sends the create again: a new budget, and the key
 	// is looked up before any call.
 	want(t, "resend", s.OnCreate(create("c2"), late, budget))
 	if s.Status != shipping.StatusPending || s.CancelStatus != shipping.CancelNone || shipping.Next(s.State(), late) != shipping.Lookup {
 		t.Fatalf("resend did not start over: %+v", s)
+	}
+	want(t, "created", s.Created("shp_1", "TRK_1"), cr, ok, "")
+}
+
+// The voiding's lookup runs outside the row's lock: a create resent while
+// it is in flight starts the create over, and the lookup's "not found",
+// arriving after, is stale and refuses nothing.
+func TestAVoidingLookupThatAnswersAfterAResendChangesNothing(t *testing.T) {
+	s := shipping.NewShipment(create("c1"), t0, budget)
+	s.CreateCalls = 2
+	late := t0.Add(budget)
+	s.GiveUpCreate()
+	if shipping.Next(s.State(), late.Add(time.Hour)) != shipping.Lookup {
+		t.Fatal("the voiding does not look the key up")
+	}
+	want(t, "resend while the lookup is in flight", s.OnCreate(create("c2"), late, budget))
+	want(t, "the lookup's late not-found", s.NotFoundForCancel())
+	if s.Status != shipping.StatusPending || s.Create.Answer != nil {
+		t.Fatalf("a stale not-found settled the resent create: %+v", s)
 	}
 	want(t, "created", s.Created("shp_1", "TRK_1"), cr, ok, "")
 }

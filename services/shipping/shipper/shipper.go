@@ -163,7 +163,7 @@ func (s *Shipper) Work(ctx context.Context, r shippingstore.Row) error {
 		case found:
 			return update(func(x *shipping.Shipment) []shipping.Reply { return x.Created(sh.ID, sh.TrackingNumber) })
 		case r.CancelStatus == shipping.CancelPending:
-			return update((*shipping.Shipment).NeverCreated)
+			return update((*shipping.Shipment).NotFoundForCancel)
 		}
 		// No earlier call created anything: call again, with the same key.
 		return s.create(ctx, r)
