@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/concordhq/concord/infra/testkit"
 )
 
 var t0 = time.Date(2026, 3, 2, 14, 0, 0, 0, time.UTC)
@@ -130,16 +133,15 @@ func (h *harness) setFaults(values map[string]string) {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually is testkit.Eventually for a condition without a reason.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testkit.Eventually(t, 10*time.Second, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return nil
+	})
 }
 
 // sseLine is one line of interest of an SSE stream: a data payload or a

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -126,22 +127,16 @@ func (r *Rail) Balance(account string) int64 {
 	return b
 }
 
-// Eventually polls cond until it holds or the deadline passes.
+// Eventually is testkit.Eventually for a condition that describes the
+// state it saw.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
+	testkit.Eventually(t, within, what, func() error {
+		if ok, state := cond(); !ok {
+			return errors.New(state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s (%s)", what, within, state)
-		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 // Count runs a counting query on the store's database.

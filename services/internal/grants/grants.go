@@ -62,15 +62,6 @@ var Services = []Service{
 	{Name: "funding-svc", Writes: topics(contract.TypeAccountCredited, contract.TypeAccountDebited)},
 }
 
-// Lookup returns the service called name.
-func Lookup(name string) (Service, bool) {
-	i := slices.IndexFunc(Services, func(s Service) bool { return s.Name == name })
-	if i < 0 {
-		return Service{}, false
-	}
-	return Services[i], true
-}
-
 // Credential is a provisioned principal's SASL user and password.
 type Credential struct {
 	User, Password string
