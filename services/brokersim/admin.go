@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
+
+	"github.com/concordhq/concord/services/internal/sim"
 )
 
 // adminRoutes mounts the operator API, only when Config.Admin is set. It
@@ -26,7 +26,7 @@ func (s *Server) adminRoutes(m *http.ServeMux) {
 		writeJSON(w, http.StatusOK, s.Faults().Values())
 	})
 	m.HandleFunc("POST /__admin/faults", func(w http.ResponseWriter, r *http.Request) {
-		values, err := readAdminValues(r)
+		values, err := sim.KnobValues(r, maxBody)
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 			return
@@ -120,28 +120,6 @@ func (s *Server) ReturnTransfer(ctx context.Context, id, reason string) error {
 		return errors.New("brokersim: return not written")
 	}
 	return nil
-}
-
-func readAdminValues(r *http.Request) (map[string]string, error) {
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		var raw map[string]any
-		if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(&raw); err != nil {
-			return nil, fmt.Errorf("body must be a JSON object of knob names: %w", err)
-		}
-		out := make(map[string]string, len(raw))
-		for k, v := range raw {
-			out[k] = fmt.Sprint(v)
-		}
-		return out, nil
-	}
-	if err := r.ParseForm(); err != nil {
-		return nil, fmt.Errorf("bad form: %w", err)
-	}
-	out := make(map[string]string)
-	for k := range r.Form {
-		out[k] = url.Values(r.Form).Get(k)
-	}
-	return out, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
