@@ -141,7 +141,7 @@ bench-saga: up build ## saga throughput and order-to-terminal latency per flow (
 	$(STACK) $(BIN)/demo --bench --orders 6000 --rate 400 --concurrency 64 --orchestrated-share 0
 
 bench-reconciler: up ## reconciler: full cycle over 100k payments at the provider's 25 req/s, per-row vs list-based
-	$(STACK) go test -run '^$$' -bench BenchmarkReconcilerCycle -benchtime 1x -timeout 30m ./services/reconciler/postgres/
+	$(STACK) go test -run '^$$' -bench BenchmarkReconcilerCycle -benchtime 1x -timeout 30m ./services/reconciler/reconcilerstore/
 
 bench: bench-relay bench-consumer bench-saga bench-reconciler ## all benchmarks, each printing its same-run baseline
 
