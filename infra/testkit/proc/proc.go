@@ -129,6 +129,13 @@ func (p *Process) Restart() error {
 // Name is the command's name.
 func (p *Process) Name() string { return p.cmd.Name }
 
+// PID is the current run's process id (of the process group's leader).
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
 // LogPath is the file the process logs to.
 func (p *Process) LogPath() string { return p.cmd.Log }
 

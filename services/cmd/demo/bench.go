@@ -13,8 +13,9 @@ import (
 // benchReport prints, per checkout flow placed in the run, throughput to a
 // terminal state and the latency from order creation to its terminal
 // state, as recorded by order-svc: both flows measured side by side at the
-// same offered rate (--orchestrated-share splits it).
-func benchReport(ctx context.Context, r *running, res loadgen.Result, c config) error {
+// same offered rate (--orchestrated-share splits it); then where the CPU
+// time went, per process, and each process's peak resident set.
+func benchReport(ctx context.Context, r *running, res loadgen.Result, c config, usage []*measured) error {
 	fmt.Printf("\nbench-saga: %d orders offered at %.0f/s (no faults), %.0f%% orchestrated; accepted %d\n",
 		c.orders, c.rate, c.orchestratedShare*100, len(res.Created))
 	terminal := 0
@@ -55,6 +56,7 @@ func benchReport(ctx context.Context, r *running, res loadgen.Result, c config) 
 		fmt.Printf("    order → terminal        p50 %s  p99 %s  max %s\n", loadgen.Percentile(lat, 50).Round(time.Millisecond),
 			loadgen.Percentile(lat, 99).Round(time.Millisecond), loadgen.Percentile(lat, 100).Round(time.Millisecond))
 	}
+	printUsage(usage, terminal)
 	if terminal != len(res.Created) {
 		return fmt.Errorf("only %d of %d orders reached a terminal state", terminal, len(res.Created))
 	}

@@ -101,6 +101,10 @@ func demo(ctx context.Context, c config) error {
 	}
 	step("stocked %d SKUs with %d units each", c.skus, c.stock)
 
+	var usage []*measured
+	if c.bench {
+		usage = startUsage(r, c)
+	}
 	step("placing %d orders at %.0f/s (%.0f%% with a declining card, %.0f%% orchestrated)", c.orders, c.rate, c.declineShare*100, c.orchestratedShare*100)
 	res, err := loadgen.Run(ctx, loadgen.Config{OrderURL: r.orderURL, APIKey: r.orderKey, Orders: c.orders, Rate: c.rate, Concurrency: c.concurrency,
 		SKUs: c.skus, DeclineShare: c.declineShare, OrchestratedShare: c.orchestratedShare, Seed: uint64(c.seed)})
@@ -117,7 +121,7 @@ func demo(ctx context.Context, c config) error {
 	step("quiet after %s", time.Since(waitStart).Round(time.Millisecond))
 
 	if c.bench {
-		err := benchReport(ctx, r, res, c)
+		err := benchReport(ctx, r, res, c, usage)
 		if c.keepRunning {
 			fmt.Println("\nservices keep running; Ctrl-C stops them")
 			<-ctx.Done()

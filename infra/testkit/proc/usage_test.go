@@ -1,0 +1,150 @@
+package proc
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestStatCPUCountsFromTheLastParenthesis(t *testing.T) {
+	// A command name with spaces and a ')' must not shift the fields:
+	// utime 150, stime 50, cutime 30, cstime 20 ticks = 2.5 s.
+	line := []byte("4242 (odd ) name) S 1 4242 4242 0 -1 4194304 100 0 0 0 150 50 30 20 20 0 4 0 100 1000 200 ...")
+	got, err := statCPU(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2500 * time.Millisecond; got != want {
+		t.Fatalf("cpu %v, want %v", got, want)
+	}
+}
+
+func TestStatusKiBReadsTheNamedLineInBytes(t *testing.T) {
+	status := []byte("Name:\tx\nVmHWM:\t   2048 kB\nVmRSS:\t    1024 kB\n")
+	if n, ok := statusKiB(status, "VmHWM:"); !ok || n != 2048*1024 {
+		t.Fatalf("VmHWM %d %v", n, ok)
+	}
+	if n, ok := statusKiB(status, "VmRSS:"); !ok || n != 1024*1024 {
+		t.Fatalf("VmRSS %d %v", n, ok)
+	}
+	if _, ok := statusKiB(status, "VmSwap:"); ok {
+		t.Fatal("a missing line was read")
+	}
+}
+
+// A process that burns CPU and then touches memory shows both in its own
+// counters and in its parent's tree.
+func TestTreeUsageSeesAChildsCPUAndMemory(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// The child of sh spins until the flag file appears: real CPU time.
+	flag := filepath.Join(dir, "stop")
+	p, err := Run(Command{Name: "spin", Path: sh, Args: []string{"-c", "sh -c 'while [ ! -e " + flag + " ]; do :; done' & wait"},
+		Log: filepath.Join(dir, "spin.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	var u Usage
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		u, err = TreeUsage(p.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.CPU >= 100*time.Millisecond || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+	own, err := ReadUsage(p.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.CPU < 100*time.Millisecond || u.CPU <= own.CPU {
+		t.Fatalf("tree cpu %v, the shell's own %v: the spinning child is not counted", u.CPU, own.CPU)
+	}
+	if u.RSS <= own.RSS || u.PeakRSS < own.RSS {
+		t.Fatalf("tree rss %d peak %d, the shell's own rss %d", u.RSS, u.PeakRSS, own.RSS)
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResetPeakRSSForgetsAnEarlierPeak(t *testing.T) {
+	pid := os.Getpid()
+	big := make([]byte, 64<<20)
+	for i := range big {
+		big[i] = 1
+	}
+	before, err := ReadUsage(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big = nil
+	// Give the pages back so the resident set falls below the peak.
+	debug.FreeOSMemory()
+	if err := ResetPeakRSS(pid); err != nil {
+		t.Fatal(err)
+	}
+	after, err := ReadUsage(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.PeakRSS >= before.PeakRSS-32<<20 {
+		t.Fatalf("peak %d MiB after the reset, %d MiB before: not reset", after.PeakRSS>>20, before.PeakRSS>>20)
+	}
+	_ = big
+}
+
+func TestFindPIDsMatchesEveryPart(t *testing.T) {
+	sh, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Run(Command{Name: "sleep", Path: sh, Args: []string{"3600.12345"}, Log: filepath.Join(t.TempDir(), "s.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	var found []int
+	deadline := time.Now().Add(10 * time.Second)
+	for len(found) == 0 && time.Now().Before(deadline) {
+		found = FindPIDs("sleep", "3600.12345")
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+	if len(found) != 1 || found[0] != p.PID() {
+		t.Fatalf("found %v, want [%d]", found, p.PID())
+	}
+	if got := FindPIDs("sleep", "3600.12345", "no-such-part"); len(got) != 0 {
+		t.Fatalf("found %v with a part no command line has", got)
+	}
+}
+
+func TestListenerPIDFindsTheListeningProcess(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	pid, err := ListenerPID(l.Addr().(*net.TCPAddr).Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid != os.Getpid() {
+		t.Fatalf("pid %d, want this test's %d", pid, os.Getpid())
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	if pid, err := ListenerPID(port); err == nil {
+		t.Fatalf("a closed listener still found, in pid %d", pid)
+	}
+}
