@@ -183,7 +183,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("  relay --mode wal commit-to-ack at %d events/s offered (%d events): p50 %s  p99 %s (target p99 <= 10ms)\n",
 		*rate, n, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
-	return nil
+	return processMemory(ctx, kcfg, dbURL, pool, rows, *batch, *workers)
 }
 
 // runner is a relay of either mode, started and ready.
@@ -236,14 +236,8 @@ func walDrain(ctx context.Context, cfg publisher.WALConfig, pool *pgxpool.Pool, 
 	if err := runUntil(ctx, walRunner(cfg), nil, func() (bool, error) { return true, nil }); err != nil {
 		return 0, err
 	}
-	for i := 0; i < len(rows); i += 5000 {
-		vals := make([][]any, 0, 5000)
-		for _, r := range rows[i:min(i+5000, len(rows))] {
-			vals = append(vals, r.Values())
-		}
-		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"outbox"}, outbox.Columns, pgx.CopyFromRows(vals)); err != nil {
-			return 0, fmt.Errorf("load outbox: %w", err)
-		}
+	if err := appendBacklog(ctx, pool, rows); err != nil {
+		return 0, err
 	}
 	var acked atomic.Int64
 	var start time.Time
@@ -262,6 +256,21 @@ func walDrain(ctx context.Context, cfg publisher.WALConfig, pool *pgxpool.Pool, 
 		return 0, err
 	}
 	return float64(len(rows)) / time.Since(start).Seconds(), nil
+}
+
+// appendBacklog appends rows to a running relay's outbox, 5,000 rows a
+// transaction.
+func appendBacklog(ctx context.Context, pool *pgxpool.Pool, rows []outbox.Record) error {
+	for i := 0; i < len(rows); i += 5000 {
+		vals := make([][]any, 0, 5000)
+		for _, r := range rows[i:min(i+5000, len(rows))] {
+			vals = append(vals, r.Values())
+		}
+		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"outbox"}, outbox.Columns, pgx.CopyFromRows(vals)); err != nil {
+			return fmt.Errorf("load outbox: %w", err)
+		}
+	}
+	return nil
 }
 
 // runUntil runs a relay, waits until it is ready, then polls done every
