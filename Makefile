@@ -145,8 +145,11 @@ bench-reconciler: up ## reconciler: full cycle over 100k payments at the provide
 
 bench: bench-relay bench-consumer bench-saga bench-reconciler ## all benchmarks, each printing its same-run baseline
 
-bench-relay: up ## outbox relay: events/s, commit-to-ack p50/p99 at 2,000/s, same-run Kafka and DB ceilings
+# The peer is a module of its own (relay/peers/watermill), outside the
+# workspace, so Watermill and Sarama never enter Concord's build.
+bench-relay: up ## outbox relay: events/s, commit-to-ack p50/p99 at 2,000/s, same-run Kafka and DB ceilings, Watermill's forwarder beside it
 	$(STACK) cd relay && go run ./cmd/relay-bench
+	$(STACK) cd relay/peers/watermill && GOWORK=off go run .
 
 bench-consumer: up ## consumer throughput: 200k 1 KiB events over 12 partitions, beside the raw batched-INSERT rate
 	$(STACK) cd consumers && go test -run '^$$' -bench BenchmarkConsumerThroughput -benchtime 1x -timeout 30m ./idempotent/
