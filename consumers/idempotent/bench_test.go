@@ -211,7 +211,7 @@ ON CONFLICT (consumer_group, event_id) DO NOTHING RETURNING event_id`
 
 func insertRawWithDedupe(ctx context.Context, pool *pgxpool.Pool, rows []benchRow, parallel, batchSize int) error {
 	return insertChunks(ctx, pool, rows, parallel, batchSize, func(tx pgx.Tx, chunk []benchRow) error {
-		ids := make([]uuid.UUID, len(chunk))
+		ids := make([][16]byte, len(chunk)) // as the runner sends them
 		offs := make([]int64, len(chunk))
 		for i, r := range chunk {
 			ids[i], offs[i] = r.id, r.seq
