@@ -41,8 +41,8 @@ type BrokerHealReport struct {
 // the mirror lacks is mirrored through the canonical writer. It keeps no
 // state: findings are recorded once and commands only with a new finding,
 // so re-running a window adds nothing.
-func (b *BrokerReconciler) Heal(ctx context.Context, since, until time.Time) (BrokerHealReport, error) {
-	rep := BrokerHealReport{Since: since, Until: until, Counts: make(map[Verdict]int)}
+func (b *BrokerReconciler) Heal(ctx context.Context, since, until time.Time) (rep BrokerHealReport, err error) {
+	rep = BrokerHealReport{Since: since, Until: until, Counts: make(map[Verdict]int)}
 	if !until.After(since) {
 		return rep, fmt.Errorf("reconciler: heal window %s..%s is empty", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
@@ -54,7 +54,7 @@ func (b *BrokerReconciler) Heal(ctx context.Context, since, until time.Time) (Br
 
 	named := map[BrokerRef]bool{}
 	accounts := map[string]bool{}
-	err := b.cfg.Broker.Activities(ctx, since, until, func(a Activity) {
+	err = b.cfg.Broker.Activities(ctx, since, until, func(a Activity) {
 		rep.Activities++
 		if a.AccountID != "" {
 			accounts[a.AccountID] = true

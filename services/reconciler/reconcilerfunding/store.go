@@ -12,7 +12,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -279,9 +278,8 @@ func (s *Store) MovementsByBrokerID(ctx context.Context, refs []reconciler.Broke
 	for i, r := range refs {
 		domains[i], ids[i] = string(r.Domain), r.BrokerID
 	}
-	rows, err := s.pool.Query(ctx, `select `+movementCols+` from funding_movements m
-		join unnest($1::text[], $2::text[]) as r(domain, broker_id) on m.domain = r.domain and m.broker_id = r.broker_id
-		order by m.id`, domains, ids)
+	rows, err := s.pool.Query(ctx, `select `+movementCols+` from funding_movements
+		where (domain, broker_id) in (select * from unnest($1::text[], $2::text[])) order by id`, domains, ids)
 	if err != nil {
 		return nil, now, fmt.Errorf("reconciler store: movements of %d broker ids: %w", len(refs), err)
 	}
@@ -346,6 +344,3 @@ func (s *Store) Findings(ctx context.Context) ([]Finding, error) {
 		return f, err
 	})
 }
-
-// FindingID parses a finding id of a command.
-func FindingID(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
