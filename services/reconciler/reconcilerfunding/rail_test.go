@@ -410,3 +410,36 @@ func TestHealWaitsOutTheRateLimitUntilReset(t *testing.T) {
 		t.Fatalf("%d calls; want the transfers and wallet transfers of %d accounts listed", rep.Calls, len(accounts))
 	}
 }
+
+// Funding-wallet transfers send no events at all: money arriving in an
+// account's wallet that funding-svc never created is invisible to its
+// streams. Heal lists the account's wallet transfers, mirrors the one the
+// broker completed under its id, and the credit matches the broker's
+// cash.
+func TestHealMirrorsAnEventlessWalletTransfer(t *testing.T) {
+	h := newHarness(t, brokersim.Config{Seed: 66})
+	acct := h.rail.Account()
+	// Known to the mirror through an earlier, settled movement.
+	if _, err := h.rail.Pool.Exec(context.Background(), `insert into funding_movements (domain, broker_id, account_id, direction, amount, currency, status, updated_at)
+		values ('journal', 'old', $1, 'credit', 100, 'USD', 'CANCELLED', now() - interval '30 days')`, acct); err != nil {
+		t.Fatal(err)
+	}
+	var w struct {
+		ID string `json:"id"`
+	}
+	h.rail.Call(http.MethodPost, "/v1beta/demo/banking/funding", map[string]string{"account_id": acct, "amount": "42.00"}, &w)
+	fundingtest.Eventually(t, within, "the wallet transfer completes at the broker", func() (bool, string) {
+		c := h.rail.BrokerCash(acct)
+		return c == 4200, fmt.Sprintf("broker cash %d", c)
+	})
+	h.repairs()
+	rep := h.heal(h.reconciler(time.Hour))
+	if rep.WalletTransfers != 1 || rep.ByKind[reconciler.KindMissingLocally] != 1 || rep.CommandsEmitted != 1 {
+		t.Fatalf("heal: %+v; want the wallet transfer found missing locally and one command", rep)
+	}
+	h.converged(acct)
+	m, err := h.rail.Store.ByBrokerID(context.Background(), funding.WalletTransfer, w.ID)
+	if err != nil || m.Status != funding.Completed || m.Amount != 4200 {
+		t.Fatalf("wallet transfer %s mirrored as %+v (%v); want completed, 4200", w.ID, m, err)
+	}
+}
