@@ -297,48 +297,19 @@ type BrokerCycleReport struct {
 
 // RunCycle runs batches until the cursor wraps (see Scanner.RunCycle).
 func (b *BrokerReconciler) RunCycle(ctx context.Context) (BrokerCycleReport, error) {
-	start := time.Now()
-	var rep BrokerCycleReport
-	for {
+	settled := 0
+	rep, err := runCycle(ctx, b.cfg.Metrics, func(ctx context.Context) (BatchReport, error) {
 		bt, err := b.RunBatch(ctx)
-		rep.add(bt.BatchReport)
-		rep.Settled += bt.Settled
-		rep.Duration = time.Since(start)
-		switch {
-		case errors.Is(err, ErrConcurrentRun):
-			rep.Concurrent++
-			continue
-		case err != nil:
-			return rep, err
-		case bt.Wrapped:
-			b.cfg.Metrics.cycle(rep.Duration)
-			return rep, nil
-		}
-	}
+		settled += bt.Settled
+		return bt.BatchReport, err
+	})
+	return BrokerCycleReport{CycleReport: rep, Settled: settled}, err
 }
 
 // Run scans until ctx ends, as Scanner.Run.
 func (b *BrokerReconciler) Run(ctx context.Context, idle, backoff time.Duration) error {
-	for {
+	return runLoop(ctx, idle, backoff, b.log, func(ctx context.Context) (CycleReport, []any, error) {
 		rep, err := b.RunCycle(ctx)
-		wait := idle
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			b.log.Warn("reconciler: broker cycle failed; backing off", "backoff", backoff, "err", err)
-			wait = backoff
-		default:
-			b.log.Info("reconciler: broker cycle complete", "duration", rep.Duration, "batches", rep.Batches,
-				"verdicts", rep.Counts, "settled", rep.Settled, "findings_opened", rep.FindingsOpened,
-				"commands", rep.CommandsEmitted, "calls", rep.Calls)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
+		return rep.CycleReport, []any{"settled", rep.Settled}, err
+	})
 }

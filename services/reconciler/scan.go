@@ -377,10 +377,15 @@ func (c *CycleReport) add(b BatchReport) {
 // and the scan continues from the winner's cursor. A provider outage ends
 // the cycle early with an error wrapping ErrProviderUnavailable.
 func (s *Scanner) RunCycle(ctx context.Context) (CycleReport, error) {
+	return runCycle(ctx, s.cfg.Metrics, s.RunBatch)
+}
+
+// runCycle runs batch until the cursor wraps (see Scanner.RunCycle).
+func runCycle(ctx context.Context, m *Metrics, batch func(context.Context) (BatchReport, error)) (CycleReport, error) {
 	start := time.Now()
 	var rep CycleReport
 	for {
-		b, err := s.RunBatch(ctx)
+		b, err := batch(ctx)
 		rep.add(b)
 		rep.Duration = time.Since(start)
 		switch {
@@ -390,7 +395,7 @@ func (s *Scanner) RunCycle(ctx context.Context) (CycleReport, error) {
 		case err != nil:
 			return rep, err
 		case b.Wrapped:
-			s.cfg.Metrics.cycle(rep.Duration)
+			m.cycle(rep.Duration)
 			return rep, nil
 		}
 	}
@@ -400,23 +405,33 @@ func (s *Scanner) RunCycle(ctx context.Context) (CycleReport, error) {
 // a provider outage. Concurrent runs are expected when several replicas run
 // and are only logged.
 func (s *Scanner) Run(ctx context.Context, idle, backoff time.Duration) error {
-	for {
+	return runLoop(ctx, idle, backoff, s.log, func(ctx context.Context) (CycleReport, []any, error) {
 		rep, err := s.RunCycle(ctx)
+		return rep, nil, err
+	})
+}
+
+// runLoop runs cycle until ctx ends, pausing idle between cycles and
+// backoff after a failed one; extra are more fields for the cycle's log.
+func runLoop(ctx context.Context, idle, backoff time.Duration, log *slog.Logger,
+	cycle func(context.Context) (rep CycleReport, extra []any, err error)) error {
+	for {
+		rep, extra, err := cycle(ctx)
 		wait := idle
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, ErrProviderUnavailable):
-			s.log.Warn("reconciler: provider unavailable; backing off", "backoff", backoff, "err", err)
+			log.Warn("reconciler: provider unavailable; backing off", "backoff", backoff, "err", err)
 			wait = backoff
 		case err != nil:
-			s.log.Error("reconciler: cycle failed", "err", err)
+			log.Error("reconciler: cycle failed", "err", err)
 			wait = backoff
 		default:
-			s.log.Info("reconciler: cycle complete", "duration", rep.Duration, "batches", rep.Batches,
+			log.Info("reconciler: cycle complete", append([]any{"duration", rep.Duration, "batches", rep.Batches,
 				"verdicts", rep.Counts, "findings_opened", rep.FindingsOpened,
 				"commands", rep.CommandsEmitted, "calls", rep.Calls, "calls_per_verified_row", rep.CallsPerVerifiedRow(),
-				"concurrent", rep.Concurrent)
+				"concurrent", rep.Concurrent}, extra...)...)
 		}
 		t := time.NewTimer(wait)
 		select {
