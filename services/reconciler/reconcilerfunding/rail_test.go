@@ -1,12 +1,16 @@
 package reconcilerfunding_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +31,7 @@ import (
 	"github.com/concordhq/concord/services/reconciler"
 	"github.com/concordhq/concord/services/reconciler/fundingrepair"
 	"github.com/concordhq/concord/services/reconciler/reconcilerbroker"
+	"github.com/concordhq/concord/services/reconciler/reconcilercli"
 	"github.com/concordhq/concord/services/reconciler/reconcilerfunding"
 )
 
@@ -352,6 +357,27 @@ func TestAnUnknownBrokerStatusGoesToReview(t *testing.T) {
 	got, err := h.rail.Store.ByBrokerID(context.Background(), funding.Journal, m.BrokerID)
 	if err != nil || got.Status != funding.Pending || h.rail.Balance(acct) != 0 || h.commands() != 0 {
 		t.Fatalf("movement %+v (%v), balance %d, %d commands; want it pending, nothing applied", got, err, h.rail.Balance(acct), h.commands())
+	}
+
+	// The review workflow: the finding is listed, and a person closes it.
+	db := h.rail.Pool.Config().ConnString()
+	var out bytes.Buffer
+	if err := reconcilercli.Run(context.Background(), []string{"broker", "findings", "--funding-database-url", db}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), m.BrokerID) || !strings.Contains(out.String(), string(reconciler.KindUnknownExternalStatus)) {
+		t.Fatalf("broker findings:\n%s\nwant the %s finding of %s", out.String(), reconciler.KindUnknownExternalStatus, m.BrokerID)
+	}
+	fs, err := h.store.Findings(context.Background(), false, 10)
+	if err != nil || len(fs) != 1 {
+		t.Fatalf("open findings %+v (%v), want 1", fs, err)
+	}
+	if err := reconcilercli.Run(context.Background(), []string{"broker", "resolve", strconv.FormatInt(fs[0].ID, 10), "--note", "asked the broker",
+		"--funding-database-url", db}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if fs, err := h.store.Findings(context.Background(), false, 10); err != nil || len(fs) != 0 {
+		t.Fatalf("open findings after resolve: %+v (%v), want none", fs, err)
 	}
 }
 

@@ -287,30 +287,34 @@ func (s *Store) Accounts(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Finding is one finding as the tests and the review read it.
+// Finding is one finding of the broker rail.
 type Finding struct {
 	ID             int64
 	Domain         funding.Domain
 	BrokerID       string
+	AccountID      string
 	Kind           reconciler.Kind
 	Verdict        reconciler.Verdict
 	LocalStatus    string
 	ExternalStatus string
 	Source         reconciler.Source
+	DetectedAt     time.Time
 	Resolution     reconciler.Resolution
 }
 
-// Findings lists every finding, oldest first.
-func (s *Store) Findings(ctx context.Context) ([]Finding, error) {
-	rows, err := s.pool.Query(ctx, `select id, domain, broker_id, kind, verdict, local_status, coalesce(external_status, ''),
-			source, coalesce(resolution, '') from reconciliation_findings order by id`)
+// Findings lists the open findings (all: resolved ones too), newest
+// first, at most limit.
+func (s *Store) Findings(ctx context.Context, all bool, limit int) ([]Finding, error) {
+	rows, err := s.pool.Query(ctx, `select id, domain, broker_id, account_id, kind, verdict, local_status,
+			coalesce(external_status, ''), source, detected_at, coalesce(resolution, '')
+		from reconciliation_findings where $1 or resolved_at is null order by id desc limit $2`, all, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reconciler store: findings: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Finding, error) {
 		var f Finding
 		var d, k, v, src, res string
-		err := r.Scan(&f.ID, &d, &f.BrokerID, &k, &v, &f.LocalStatus, &f.ExternalStatus, &src, &res)
+		err := r.Scan(&f.ID, &d, &f.BrokerID, &f.AccountID, &k, &v, &f.LocalStatus, &f.ExternalStatus, &src, &f.DetectedAt, &res)
 		f.Domain, f.Kind, f.Verdict = funding.Domain(d), reconciler.Kind(k), reconciler.Verdict(v)
 		f.Source, f.Resolution = reconciler.Source(src), reconciler.Resolution(res)
 		return f, err
