@@ -426,6 +426,7 @@ func TestHealWaitsOutTheRateLimitUntilReset(t *testing.T) {
 	elapsed := time.Since(began)
 	refused := h.rail.Sim.Stats().RateLimited - before
 	windows := int64(elapsed/time.Second) + 2
+	t.Logf("heal under 6 calls/s: %d calls, %d answered 429 (broker counted %d), %s", rep.Calls, rep.RateLimited, refused, elapsed.Round(time.Millisecond))
 	if rep.RateLimited == 0 || refused == 0 {
 		t.Fatalf("the heal never met the limit (%d calls in %s); the test proves nothing", rep.Calls, elapsed)
 	}
