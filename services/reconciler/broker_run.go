@@ -155,7 +155,7 @@ func (b *BrokerReconciler) RunBatch(ctx context.Context) (BrokerBatchReport, err
 	}
 	seen := b.observe(ctx, ask)
 	var results []MovementResult
-	asked, answered := len(ask), 0
+	answered := 0
 	for _, m := range page.Rows {
 		if Settled(m.Status, m.UpdatedAt, page.Now, b.cfg.ExecutedWindow) {
 			continue
@@ -170,27 +170,9 @@ func (b *BrokerReconciler) RunBatch(ctx context.Context) (BrokerBatchReport, err
 		results = append(results, MovementResult{Movement: m, Known: true, Broker: o.Record, Decision: d})
 	}
 	rep.Scanned, rep.Observed, rep.Calls = len(page.Rows), answered, b.cfg.Broker.Calls()-calls
-	for v, n := range rep.Counts {
-		b.cfg.Metrics.verdict(v, n)
-	}
-	if ctx.Err() != nil {
-		return rep, fmt.Errorf("reconciler: job %s: batch after id %d: %w", b.cfg.Job, page.CursorID, ctx.Err())
-	}
-	if asked > 0 && answered == 0 {
-		return rep, fmt.Errorf("reconciler: job %s: batch after id %d: none of %d movements could be verified: %w",
-			b.cfg.Job, page.CursorID, asked, ErrProviderUnavailable)
-	}
-	stats, err := b.cfg.Store.RecordMovements(ctx, page, results)
-	if err != nil {
-		if errors.Is(err, ErrConcurrentRun) {
-			b.cfg.Metrics.concurrent()
-		}
-		return rep, fmt.Errorf("reconciler: job %s: record batch after id %d: %w", b.cfg.Job, page.CursorID, err)
-	}
-	b.cfg.Metrics.recorded(stats)
-	rep.RecordStats = stats
-	rep.CursorTo = page.Rows[len(page.Rows)-1].ID
-	return rep, nil
+	err = finishBatch(ctx, b.cfg.Metrics, b.cfg.Job, &rep.BatchReport, len(ask), page.Rows[len(page.Rows)-1].ID,
+		func() (RecordStats, error) { return b.cfg.Store.RecordMovements(ctx, page, results) })
+	return rep, err
 }
 
 // note logs a status no map knows: it is recorded for review, never a crash.

@@ -162,27 +162,36 @@ func (s *Scanner) RunBatch(ctx context.Context) (BatchReport, error) {
 		}
 	}
 	rep.Scanned, rep.Observed = len(page.Rows), answered
+	err = finishBatch(ctx, s.cfg.Metrics, s.cfg.Job, &rep, asked, page.Rows[len(page.Rows)-1].PaymentID,
+		func() (RecordStats, error) { return s.cfg.Store.Record(ctx, page, results) })
+	return rep, err
+}
+
+// finishBatch counts a batch's verdicts and records it (the cursor moving
+// to last), unless ctx ended or none of the asked rows could be verified:
+// then nothing is recorded and the cursor stays, so the page is retried.
+func finishBatch(ctx context.Context, m *Metrics, job string, rep *BatchReport, asked int, last int64, record func() (RecordStats, error)) error {
 	for v, n := range rep.Counts {
-		s.cfg.Metrics.verdict(v, n)
+		m.verdict(v, n)
 	}
 	if ctx.Err() != nil {
-		return rep, fmt.Errorf("reconciler: job %s: batch after id %d: %w", s.cfg.Job, page.CursorID, ctx.Err())
+		return fmt.Errorf("reconciler: job %s: batch after id %d: %w", job, rep.CursorFrom, ctx.Err())
 	}
-	if asked > 0 && answered == 0 {
-		return rep, fmt.Errorf("reconciler: job %s: batch after id %d: none of %d rows could be verified: %w",
-			s.cfg.Job, page.CursorID, asked, ErrProviderUnavailable)
+	if asked > 0 && rep.Observed == 0 {
+		return fmt.Errorf("reconciler: job %s: batch after id %d: none of %d rows could be verified: %w",
+			job, rep.CursorFrom, asked, ErrProviderUnavailable)
 	}
-	stats, err := s.cfg.Store.Record(ctx, page, results)
+	stats, err := record()
 	if err != nil {
 		if errors.Is(err, ErrConcurrentRun) {
-			s.cfg.Metrics.concurrent()
+			m.concurrent()
 		}
-		return rep, fmt.Errorf("reconciler: job %s: record batch after id %d: %w", s.cfg.Job, page.CursorID, err)
+		return fmt.Errorf("reconciler: job %s: record batch after id %d: %w", job, rep.CursorFrom, err)
 	}
-	s.cfg.Metrics.recorded(stats)
+	m.recorded(stats)
 	rep.RecordStats = stats
-	rep.CursorTo = page.Rows[len(page.Rows)-1].PaymentID
-	return rep, nil
+	rep.CursorTo = last
+	return nil
 }
 
 func needsCall(r Row, now time.Time, grace time.Duration) bool {
