@@ -108,6 +108,8 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	}
 	b.Logf("produced %d events in %s", n, time.Since(t0).Round(time.Millisecond))
 
+	// The figures move with whatever else the machine runs.
+	loadStart := testkit.LoadAverage()
 	b.ResetTimer()
 	// The handler's work per event is the baseline's: decode seq, insert
 	// one row. The BatchHandler queues the same INSERTs on one pgx.Batch,
@@ -218,6 +220,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	b.ReportMetric(rawRate, "raw-rows/s")
 	b.ReportMetric(floorRate, "raw+dedupe-rows/s")
 	fmt.Printf("\nconsumer benchmark: %d events of ~1 KiB over %d partitions, handler inserts one row\n", n, partitions)
+	fmt.Printf("  load average at start: %s, at end: %s\n", loadStart, testkit.LoadAverage())
 	fmt.Printf("  applied with dedupe, BatchHandler (Kafka → validate → processed_events + pgx batch of the INSERTs, batches of ≤%d, %d partitions in parallel): %8.0f events/s\n", batchSize, parallel, consumerRate)
 	fmt.Printf("  the same BatchHandler with tracing on (receive + process span per event, OTLP to an in-process no-op collector):     %8.0f events/s (%.2f x untraced; %s)\n", tracedRate, tracedRate/consumerRate, sink.Stats())
 	fmt.Printf("  applied with dedupe, per-event Handler (one INSERT round trip per event, otherwise the same):                       %8.0f events/s\n", perEventRate)
