@@ -45,6 +45,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/otlpsink"
 	"github.com/concordhq/concord/relay/internal/relaytest"
 	"github.com/concordhq/concord/relay/outbox"
@@ -116,8 +117,8 @@ func run(ctx context.Context, args []string) error {
 	fmt.Printf("relay-bench: %d events, ~%d B payloads, %d keys, topic %s (%d partitions), batch %d, workers %d, GOMAXPROCS %d\n",
 		*events, *payload, *keys, topic, *partitions, *batch, *workers, runtimeProcs())
 	// The figures move with whatever else the machine runs: say how busy it was.
-	fmt.Printf("  load average at start: %s\n", loadAverage())
-	defer func() { fmt.Printf("  load average at end:   %s\n", loadAverage()) }()
+	fmt.Printf("  load average at start: %s\n", testkit.LoadAverage())
+	defer func() { fmt.Printf("  load average at end:   %s\n", testkit.LoadAverage()) }()
 	rows, err := prepare(*events, *keys, *payload, topic)
 	if err != nil {
 		return err
@@ -333,19 +334,6 @@ func runUntil(ctx context.Context, rn runner, onAck func(string, time.Time, time
 }
 
 func runtimeProcs() int { return runtimeGOMAXPROCS() }
-
-// loadAverage is the 1, 5 and 15 minute load average (Linux), or "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
 
 // startProfile starts a CPU profile into path ("" profiles nothing) and
 // returns what stops it.
