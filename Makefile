@@ -147,11 +147,11 @@ bench: bench-relay bench-consumer bench-saga bench-reconciler ## all benchmarks,
 
 # The peer is a module of its own (relay/peers/watermill), outside the
 # workspace, so Watermill and Sarama never enter Concord's build.
-bench-relay: up ## outbox relay: events/s, commit-to-ack p50/p99 at 2,000/s, same-run Kafka and DB ceilings, Watermill's forwarder beside it
+bench-relay: up ## outbox relay: events/s (untraced and traced), commit-to-ack p50/p99 at 2,000/s, same-run Kafka and DB ceilings, Watermill's forwarder beside it
 	$(STACK) cd relay && go run ./cmd/relay-bench
 	$(STACK) cd relay/peers/watermill && GOWORK=off go run .
 
-bench-consumer: up ## consumer throughput: 200k 1 KiB events over 12 partitions, beside the raw batched-INSERT rate
+bench-consumer: up ## consumer throughput: 200k 1 KiB events over 12 partitions (untraced and traced), beside the raw batched-INSERT rate
 	$(STACK) cd consumers && go test -run '^$$' -bench BenchmarkConsumerThroughput -benchtime 1x -timeout 30m ./idempotent/
 
 clean-local: ## stop the stack and delete .local/ (all local data)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/infra/testkit/otlpsink"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
 )
@@ -39,9 +40,10 @@ type benchRow struct {
 }
 
 // BenchmarkConsumerThroughput applies BENCH_EVENTS (default 200k) 1 KiB
-// events from 12 partitions with a one-row handler, twice (a BatchHandler
-// that sends its INSERTs as one pgx batch, then a per-event Handler, each
-// with its own group), and in the same run inserts the same rows with
+// events from 12 partitions with a one-row handler, three times (a
+// per-event Handler, then a BatchHandler that sends its INSERTs as one pgx
+// batch, then the BatchHandler again with tracing on, each with its own
+// group), and in the same run inserts the same rows with
 // batched INSERTs (pgx batches, one transaction per batch, the same
 // parallelism) without Kafka or dedupe: the baseline. Run it with
 // `make bench-consumer`.
@@ -86,8 +88,12 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 		if i == 0 && (len(v) < 1000 || len(v) > 1100) {
 			b.Fatalf("event is %d bytes, want about 1 KiB", len(v))
 		}
+		// Each record carries a traceparent, as a traced relay sets it.
+		rec := record(topic, agg, id, v)
+		tid := uuid.New()
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: schemas.HeaderTraceparent, Value: fmt.Appendf(nil, "00-%x-%x-01", tid[:], tid[:8])})
 		wg.Add(1)
-		cl.Produce(ctx, record(topic, agg, id, v), func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			if err != nil {
 				mu.Lock()
@@ -102,6 +108,8 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	}
 	b.Logf("produced %d events in %s", n, time.Since(t0).Round(time.Millisecond))
 
+	// The figures move with whatever else the machine runs.
+	loadStart := testkit.LoadAverage()
 	b.ResetTimer()
 	// The handler's work per event is the baseline's: decode seq, insert
 	// one row. The BatchHandler queues the same INSERTs on one pgx.Batch,
@@ -165,8 +173,21 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 		}
 		return float64(int64(n)-firstN) / consumed.Seconds()
 	}
-	consumerRate := consume(idempotent.Config{BatchHandler: batchHandler})
 	perEventRate := consume(idempotent.Config{Handler: perEvent})
+	consumerRate := consume(idempotent.Config{BatchHandler: batchHandler})
+	// The same again with tracing on: franz-go's receive span and the
+	// runner's process span per event, exported over OTLP to an
+	// in-process collector that discards them. Tracing stays on from
+	// here; the baselines below make no spans.
+	sink, err := otlpsink.Start(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sink.Close(context.Background()) })
+	tracedRate := consume(idempotent.Config{BatchHandler: batchHandler})
+	if err := sink.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
 
 	// Baseline: the same rows, batched INSERTs, same parallelism, no Kafka.
 	if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
@@ -195,10 +216,13 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 
 	b.ReportMetric(consumerRate, "events/s")
 	b.ReportMetric(perEventRate, "per-event-handler-events/s")
+	b.ReportMetric(tracedRate, "traced-events/s")
 	b.ReportMetric(rawRate, "raw-rows/s")
 	b.ReportMetric(floorRate, "raw+dedupe-rows/s")
 	fmt.Printf("\nconsumer benchmark: %d events of ~1 KiB over %d partitions, handler inserts one row\n", n, partitions)
+	fmt.Printf("  load average at start: %s, at end: %s\n", loadStart, testkit.LoadAverage())
 	fmt.Printf("  applied with dedupe, BatchHandler (Kafka → validate → processed_events + pgx batch of the INSERTs, batches of ≤%d, %d partitions in parallel): %8.0f events/s\n", batchSize, parallel, consumerRate)
+	fmt.Printf("  the same BatchHandler with tracing on (receive + process span per event, OTLP to an in-process no-op collector):     %8.0f events/s (%.2f x untraced; %s)\n", tracedRate, tracedRate/consumerRate, sink.Stats())
 	fmt.Printf("  applied with dedupe, per-event Handler (one INSERT round trip per event, otherwise the same):                       %8.0f events/s\n", perEventRate)
 	fmt.Printf("  raw batched INSERT of the same rows (pgx batch of %d per tx, %d in parallel, no Kafka, no dedupe):  %8.0f rows/s\n", batchSize, parallel, rawRate)
 	fmt.Printf("  the same INSERTs plus the dedupe rows (one unnest INSERT into processed_events per tx), no Kafka, no decoding:          %8.0f rows/s\n", floorRate)

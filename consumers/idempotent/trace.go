@@ -112,6 +112,26 @@ func (r *Runner) startBatch(ctx context.Context, ds []decoded, out outbox.Emitte
 		var span trace.Span
 		bctx, span = tracer.Start(ctx, "process batch", trace.WithLinks(links...))
 		spans = append(spans, span)
+		if span.SpanContext().IsValid() {
+			bctx = context.WithValue(bctx, batchEventsKey{}, byID)
+		}
 	}
 	return bctx, spans, batchEmitter{out: out, batch: bctx, byID: byID}
+}
+
+type batchEventsKey struct{}
+
+// EventContext is the context of ev's own span within a BatchHandler's
+// call, whose ctx is a batch span when it holds more than one event: what
+// the handler does or stores for that one event (a row that later work
+// continues from, see kit.Traceparent) then joins the event's trace.
+// Elsewhere, and with tracing off, it is ctx: a Handler's ctx is its
+// event's already.
+func EventContext(ctx context.Context, ev Event) context.Context {
+	if byID, ok := ctx.Value(batchEventsKey{}).(map[string]context.Context); ok {
+		if ectx, ok := byID[ev.EventID]; ok {
+			return ectx
+		}
+	}
+	return ctx
 }

@@ -17,7 +17,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/kit"
@@ -54,10 +53,7 @@ func (s *syncBuffer) String() string {
 // trace, and a redelivered record adds a span marked duplicate without a
 // second effect.
 func TestTraceFollowsTheEventThroughRelayAndHandler(t *testing.T) {
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	kit.InstallTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+	spans := traced()
 
 	k := testkit.NewKafka(t)
 	pool := testkit.NewPool(t)
@@ -191,6 +187,51 @@ func TestTraceFollowsTheEventThroughRelayAndHandler(t *testing.T) {
 	})
 	if n := count(t, pool, `SELECT count(*) FROM effects`); n != 1 {
 		t.Fatalf("%d effects after the redelivery, want 1", n)
+	}
+}
+
+var (
+	tracedOnce sync.Once
+	exported   *tracetest.InMemoryExporter
+)
+
+// traced installs, once for the test binary, the tracer provider the
+// tests share and returns its exporter: the packages' tracers follow the
+// first provider installed, so a second one would record nothing.
+func traced() *tracetest.InMemoryExporter {
+	tracedOnce.Do(func() {
+		exported = tracetest.NewInMemoryExporter()
+		kit.InstallTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exported)))
+	})
+	return exported
+}
+
+// Within a batch handler's call, EventContext gives each event its own
+// span (in the trace its record came with), not the batch's.
+func TestEventContextIsTheEventsOwnSpanInABatch(t *testing.T) {
+	traced()
+	recordContext := func(traceID byte) context.Context {
+		return trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{traceID}, SpanID: trace.SpanID{traceID}, TraceFlags: trace.FlagsSampled}))
+	}
+	evs := []idempotent.Event{{Envelope: schemas.Envelope{EventID: "a", EventType: "order.created"}},
+		{Envelope: schemas.Envelope{EventID: "b", EventType: "order.created"}}}
+	bctx, spans := idempotent.StartBatch(context.Background(), evs, []context.Context{recordContext(1), recordContext(2)})
+	defer func() {
+		for _, s := range spans {
+			s.End()
+		}
+	}()
+	for i, ev := range evs {
+		got := trace.SpanContextFromContext(idempotent.EventContext(bctx, ev))
+		if got.TraceID() != (trace.TraceID{byte(i + 1)}) || got.SpanID() != spans[i].SpanContext().SpanID() {
+			t.Errorf("event %s: context of span %s in trace %s; want its own span %s in trace %x",
+				ev.EventID, got.SpanID(), got.TraceID(), spans[i].SpanContext().SpanID(), i+1)
+		}
+	}
+	batch := trace.SpanContextFromContext(bctx)
+	if got := trace.SpanContextFromContext(idempotent.EventContext(bctx, idempotent.Event{Envelope: schemas.Envelope{EventID: "other"}})); !got.Equal(batch) {
+		t.Errorf("an event not of the batch got span %s; want the batch's %s", got.SpanID(), batch.SpanID())
 	}
 }
 

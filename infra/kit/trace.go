@@ -194,6 +194,46 @@ func (f fetchTracing) OnFetchRecordUnbuffered(r *kgo.Record, p bool) {
 	f.t.OnFetchRecordUnbuffered(r, p)
 }
 
+// storedTrace is the W3C format a row stores a trace in, whatever the
+// process's global propagator: like the outbox's traceparent header, it is
+// part of the stored data, not a choice of the deployment.
+var storedTrace propagation.TraceContext
+
+// Traceparent is the W3C traceparent of ctx's span, "" when ctx has none
+// (always, with tracing off). A row that later work is taken from (a
+// payment the charger calls the provider for, a hold command) stores it,
+// so that work continues the trace that asked for it (ContinueTrace).
+func Traceparent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	storedTrace.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// ContinueTrace is ctx for work taken from a row that stored traceparent:
+// a span started under it is a child of the stored span, and links to
+// ctx's own span (a poller's, a request's) when there is one. When ctx's
+// span is of the stored trace already (the work arrived by a path that
+// carried the trace), ctx stays the parent. An empty or malformed
+// traceparent (a row written with tracing off) leaves ctx as it is.
+func ContinueTrace(ctx context.Context, traceparent string) (context.Context, []trace.SpanStartOption) {
+	if traceparent == "" {
+		return ctx, nil
+	}
+	stored := trace.SpanContextFromContext(storedTrace.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent}))
+	own := trace.SpanContextFromContext(ctx)
+	if !stored.IsValid() || own.TraceID() == stored.TraceID() {
+		return ctx, nil
+	}
+	var opts []trace.SpanStartOption
+	if own.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: own}))
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, stored), opts
+}
+
 type correlationKey struct{}
 
 // WithCorrelationID returns ctx carrying the correlation id (the order or

@@ -176,3 +176,48 @@ func TestHTTPServerAndClientJoinTheCallersTrace(t *testing.T) {
 		return fmt.Errorf("not among %d spans", len(spans.GetSpans()))
 	})
 }
+
+// A stored traceparent round-trips, and work continued from it is its
+// child, linked to the span it ran under when that was of another trace.
+func TestContinueTraceMakesTheStoredSpanTheParent(t *testing.T) {
+	sc := func(traceID, spanID byte) trace.SpanContext {
+		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{traceID}, SpanID: trace.SpanID{spanID}, TraceFlags: trace.FlagsSampled})
+	}
+	stored := kit.Traceparent(trace.ContextWithSpanContext(context.Background(), sc(1, 1)))
+	if want := "00-01000000000000000000000000000000-0100000000000000-01"; stored != want {
+		t.Fatalf("Traceparent = %q, want %q", stored, want)
+	}
+	if got := kit.Traceparent(context.Background()); got != "" {
+		t.Fatalf("Traceparent without a span = %q, want empty", got)
+	}
+	for _, c := range []struct {
+		name        string
+		own         trace.SpanContext
+		traceparent string
+		parent      trace.SpanContext
+		link        bool
+	}{
+		{"nothing stored, no span", trace.SpanContext{}, "", trace.SpanContext{}, false},
+		{"nothing stored keeps the own span", sc(2, 2), "", sc(2, 2), false},
+		{"malformed keeps the own span", sc(2, 2), "00-zz-01", sc(2, 2), false},
+		{"stored, no own span", trace.SpanContext{}, stored, sc(1, 1).WithRemote(true), false},
+		{"stored, own span of another trace: linked", sc(2, 2), stored, sc(1, 1).WithRemote(true), true},
+		{"own span of the stored trace stays the parent", sc(1, 3), stored, sc(1, 3), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			if c.own.IsValid() {
+				ctx = trace.ContextWithSpanContext(ctx, c.own)
+			}
+			got, opts := kit.ContinueTrace(ctx, c.traceparent)
+			if p := trace.SpanContextFromContext(got); !p.Equal(c.parent) {
+				t.Errorf("parent = %v, want %v", p, c.parent)
+			}
+			cfg := trace.NewSpanStartConfig(opts...)
+			links := cfg.Links()
+			if c.link != (len(links) == 1 && links[0].SpanContext.Equal(c.own)) || (!c.link && len(links) > 0) {
+				t.Errorf("links = %v, want a link to the own span: %v", links, c.link)
+			}
+		})
+	}
+}

@@ -128,6 +128,9 @@ type Row struct {
 	Version    int64
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Traceparent is the trace the payment was created in ("" when it
+	// was created with tracing off): a repair command continues it.
+	Traceparent string
 }
 
 // Outcome is how asking the provider about one payment went.

@@ -13,6 +13,10 @@
 //   - database ceiling: a raw SELECT … FOR UPDATE SKIP LOCKED + mark loop
 //     over the same rows at the relay's batch size.
 //
+//   - the same backlog again, each row carrying a traceparent, with tracing
+//     on (exporting over OTLP to an in-process collector that discards it),
+//     beside the untraced drain;
+//
 //   - the same backlog and offered load through relay --mode wal (logical
 //     replication), printed beside the poll mode.
 //
@@ -41,6 +45,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/infra/testkit/otlpsink"
 	"github.com/concordhq/concord/relay/internal/relaytest"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
@@ -111,8 +117,8 @@ func run(ctx context.Context, args []string) error {
 	fmt.Printf("relay-bench: %d events, ~%d B payloads, %d keys, topic %s (%d partitions), batch %d, workers %d, GOMAXPROCS %d\n",
 		*events, *payload, *keys, topic, *partitions, *batch, *workers, runtimeProcs())
 	// The figures move with whatever else the machine runs: say how busy it was.
-	fmt.Printf("  load average at start: %s\n", loadAverage())
-	defer func() { fmt.Printf("  load average at end:   %s\n", loadAverage()) }()
+	fmt.Printf("  load average at start: %s\n", testkit.LoadAverage())
+	defer func() { fmt.Printf("  load average at end:   %s\n", testkit.LoadAverage()) }()
 	rows, err := prepare(*events, *keys, *payload, topic)
 	if err != nil {
 		return err
@@ -151,6 +157,29 @@ func run(ctx context.Context, args []string) error {
 	lower := min(kafkaRate, dbRate)
 	fmt.Printf("  relay            backlog drained:                             %9.0f events/s (%.0f%% of the lower ceiling; target >= 25000 and >= 50%%)\n",
 		relayRate, 100*relayRate/lower)
+
+	// The same backlog, each row with the traceparent of the span that
+	// appended it, drained with tracing on: a publish span per record,
+	// exported over OTLP to an in-process collector that discards it.
+	// Tracing stays on for the rest of the run; those rows carry no trace,
+	// so the relay makes no spans for them.
+	if err := load(ctx, pool, traced(rows)); err != nil {
+		return err
+	}
+	sink, err := otlpsink.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer sink.Close(context.WithoutCancel(ctx)) //nolint:errcheck
+	tracedRate, err := drain(ctx, cfg, pool, len(rows))
+	if err != nil {
+		return err
+	}
+	if err := sink.Flush(ctx); err != nil {
+		return fmt.Errorf("flush spans: %w", err)
+	}
+	fmt.Printf("  relay            backlog drained, traced:                     %9.0f events/s (%.2f x untraced; %s)\n",
+		tracedRate, tracedRate/relayRate, sink.Stats())
 
 	// Latency at a fixed offered load.
 	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
@@ -306,19 +335,6 @@ func runUntil(ctx context.Context, rn runner, onAck func(string, time.Time, time
 
 func runtimeProcs() int { return runtimeGOMAXPROCS() }
 
-// loadAverage is the 1, 5 and 15 minute load average (Linux), or "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 // startProfile starts a CPU profile into path ("" profiles nothing) and
 // returns what stops it.
 func startProfile(path string) (stop func(), err error) {
@@ -379,6 +395,18 @@ func prepare(n, keys, size int, topic string) ([]outbox.Record, error) {
 		out[i] = rec
 	}
 	return out, nil
+}
+
+// traced is rows with the traceparent of a span of its own each, as rows
+// appended under a request's or a handler's span store it.
+func traced(rows []outbox.Record) []outbox.Record {
+	out := make([]outbox.Record, len(rows))
+	for i, r := range rows {
+		id := uuid.New()
+		r.Headers = map[string]string{schemas.HeaderTraceparent: fmt.Sprintf("00-%x-%x-01", id[:], id[:8])}
+		out[i] = r
+	}
+	return out
 }
 
 func kafkaRecord(r outbox.Record) *kgo.Record {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit/proc"
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/audit/auditsnapshot"
 	"github.com/concordhq/concord/services/internal/grants"
 	"github.com/concordhq/concord/services/internal/loadgen"
@@ -119,6 +120,13 @@ func demo(ctx context.Context, c config) error {
 		fmt.Printf("    %v\n", err)
 	}
 	step("quiet after %s", time.Since(waitStart).Round(time.Millisecond))
+	if kit.TracingConfigured() {
+		if order, traceID, err := sampleTrace(ctx, r); err != nil {
+			fmt.Printf("    (no sample trace: %v)\n", err)
+		} else {
+			step("order %s is trace %s in your OTLP backend (every service exported to it)", order, traceID)
+		}
+	}
 
 	if c.bench {
 		err := benchReport(ctx, r, res, c, usage)
@@ -157,6 +165,19 @@ Where to look next (the services stop when the demo ends; add --keep-running to 
 	}
 	fmt.Println("\nRESULT: PASS")
 	return nil
+}
+
+// sampleTrace is the first order placed and the trace its POST
+// /orders started, read from the traceparent order-svc stored on the
+// order's order.created outbox row.
+func sampleTrace(ctx context.Context, r *running) (order, traceID string, err error) {
+	var headers map[string]string
+	err = r.pools["order-svc"].QueryRow(ctx, `select aggregate_id, headers from outbox
+		where event_type = 'order.created' and headers ? 'traceparent' order by id limit 1`).Scan(&order, &headers)
+	if err != nil {
+		return "", "", fmt.Errorf("order-svc's outbox: %w", err)
+	}
+	return order, outbox.SpanContext(headers).TraceID().String(), nil
 }
 
 func orNone(s string) string {

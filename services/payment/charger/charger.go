@@ -184,8 +184,11 @@ func (c *Charger) start(ctx context.Context, wg *sync.WaitGroup, slots, freed ch
 		}()
 		// The attempt's span holds the provider call and the event its
 		// answer appends, and its lines carry the order's correlation id.
-		ctx, span := tracer.Start(kit.WithCorrelationID(ctx, p.OrderID), "payment attempt",
-			trace.WithAttributes(attribute.Int64("concord.payment_id", p.ID), attribute.String("concord.correlation_id", p.OrderID)))
+		// It is a child of the span that created the payment, so the
+		// attempt is part of the order's trace.
+		ctx, opts := kit.ContinueTrace(kit.WithCorrelationID(ctx, p.OrderID), p.Traceparent)
+		ctx, span := tracer.Start(ctx, "payment attempt", append(opts,
+			trace.WithAttributes(attribute.Int64("concord.payment_id", p.ID), attribute.String("concord.correlation_id", p.OrderID)))...)
 		defer span.End()
 		if err := f(ctx, p); err != nil {
 			span.SetStatus(codes.Error, err.Error())
@@ -298,7 +301,7 @@ func (c *Charger) refund(ctx context.Context, p paymentstore.Payment) error {
 		return paymentstore.RetryRefundAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(backoff.Exponential(p.Attempts, firstRetry, c.cfg.MaxBackoff)), err.Error())
 	}
 	c.calls.WithLabelValues("refund", r.Status).Inc()
-	c.cfg.Log.Info("refunded payment of cancelled order", "payment_id", p.ID, "order_id", p.OrderID,
+	c.cfg.Log.InfoContext(ctx, "refunded payment of cancelled order", "payment_id", p.ID, "order_id", p.OrderID,
 		"provider_payment_id", p.ProviderPaymentID, "refund_id", r.ID, "amount", p.Amount, "currency", p.Currency)
 	return pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
 		if err := paymentstore.SetRefundID(ctx, tx, p.ID, r.ID); err != nil {

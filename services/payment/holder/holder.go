@@ -25,14 +25,22 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/concordhq/concord/infra/backoff"
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/payment/paymentstore"
 )
+
+// tracer follows the global tracer provider (see kit.StartTracing).
+var tracer = otel.Tracer("github.com/concordhq/concord/services/payment/holder")
 
 // Gateway is the part of the provider gateway the holder uses.
 type Gateway interface {
@@ -153,8 +161,20 @@ func (h *Holder) Run(ctx context.Context) error {
 	}
 }
 
-// Process makes one attempt at a claimed command.
-func (h *Holder) Process(ctx context.Context, c paymentstore.HoldCommand) error {
+// Process makes one attempt at a claimed command, under a span that is a
+// child of the command's consumer span (its stored traceparent): the
+// provider calls and the reply are in the saga's trace.
+func (h *Holder) Process(ctx context.Context, c paymentstore.HoldCommand) (err error) {
+	ctx, opts := kit.ContinueTrace(kit.WithCorrelationID(ctx, c.CorrelationID), c.Traceparent)
+	ctx, span := tracer.Start(ctx, "hold attempt "+string(c.Type), append(opts, trace.WithAttributes(
+		attribute.String("concord.idempotency_key", c.Key), attribute.String("concord.saga_id", c.SagaID),
+		attribute.String("concord.correlation_id", c.CorrelationID)))...)
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	hold, found, err := paymentstore.HoldByKey(ctx, h.cfg.Pool, c.HoldKey)
 	if err != nil {
 		return h.retry(ctx, c, err)
@@ -405,7 +425,7 @@ func (h *Holder) settle(ctx context.Context, c paymentstore.HoldCommand, ch paym
 	}
 	if replied {
 		h.replies.WithLabelValues(string(c.Type), string(r.Outcome)).Inc()
-		h.cfg.Log.Info("hold command answered", "idempotency_key", c.Key, "command_type", c.Type, "saga_id", c.SagaID,
+		h.cfg.Log.InfoContext(ctx, "hold command answered", "idempotency_key", c.Key, "command_type", c.Type, "saga_id", c.SagaID,
 			"outcome", r.Outcome, "reason", r.Reason, "provider_payment_id", r.ProviderPaymentID)
 	}
 	return nil

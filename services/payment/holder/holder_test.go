@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/testkit"
@@ -42,14 +43,22 @@ type rig struct {
 // countingGateway counts the holder's provider calls by kind and key.
 type countingGateway struct {
 	holder.Gateway
-	mu    sync.Mutex
-	calls map[string]int // "kind key" → calls
+	mu     sync.Mutex
+	calls  map[string]int           // "kind key" → calls
+	traces map[string]trace.TraceID // "kind key" → the trace of the last call
 }
 
-func (g *countingGateway) count(kind, key string) {
+func (g *countingGateway) count(ctx context.Context, kind, key string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.calls[kind+" "+key]++
+	g.traces[kind+" "+key] = trace.SpanContextFromContext(ctx).TraceID()
+}
+
+func (g *countingGateway) trace(kind, key string) trace.TraceID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.traces[kind+" "+key]
 }
 
 func (g *countingGateway) n(kind, key string) int {
@@ -59,22 +68,22 @@ func (g *countingGateway) n(kind, key string) int {
 }
 
 func (g *countingGateway) Authorize(ctx context.Context, in paymentprovider.Intent) (paymentprovider.Payment, error) {
-	g.count("authorize", in.IdempotencyKey)
+	g.count(ctx, "authorize", in.IdempotencyKey)
 	return g.Gateway.Authorize(ctx, in)
 }
 
 func (g *countingGateway) Capture(ctx context.Context, id string, amount int64, key string) (paymentprovider.Payment, error) {
-	g.count("capture", key)
+	g.count(ctx, "capture", key)
 	return g.Gateway.Capture(ctx, id, amount, key)
 }
 
 func (g *countingGateway) CancelHold(ctx context.Context, id, key string) (paymentprovider.Payment, error) {
-	g.count("cancel", key)
+	g.count(ctx, "cancel", key)
 	return g.Gateway.CancelHold(ctx, id, key)
 }
 
 func (g *countingGateway) Refund(ctx context.Context, id, key string) (paymentprovider.Refund, error) {
-	g.count("refund", key)
+	g.count(ctx, "refund", key)
 	return g.Gateway.Refund(ctx, id, key)
 }
 
@@ -95,7 +104,7 @@ func newRig(t *testing.T, cfg providersim.Config, gwTimeout time.Duration) *rig 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.url, r.gw = ts.URL, &countingGateway{Gateway: gw, calls: map[string]int{}}
+	r.url, r.gw = ts.URL, &countingGateway{Gateway: gw, calls: map[string]int{}, traces: map[string]trace.TraceID{}}
 	h, err := holder.New(holder.Config{Pool: r.pool, Gateway: r.gw, PollInterval: 5 * time.Millisecond,
 		FirstRetry: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Lease: 5 * time.Second,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
@@ -113,13 +122,18 @@ func newRig(t *testing.T, cfg providersim.Config, gwTimeout time.Duration) *rig 
 // send applies a command as the consumer would, with a fresh event id.
 func (r *rig) send(p contract.Payload) {
 	r.t.Helper()
+	r.sendIn(context.Background(), p)
+}
+
+// sendIn is send with ctx as the consumer span's context.
+func (r *rig) sendIn(ctx context.Context, p contract.Payload) {
+	r.t.Helper()
 	data, err := json.Marshal(p)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	ev := idempotent.Event{Envelope: schemas.Envelope{EventID: schemas.NewEventID(), EventType: string(p.EventType()),
 		EventVersion: p.EventVersion(), Data: data, CorrelationID: "corr-" + p.PartitionKey()}}
-	ctx := context.Background()
 	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		return outbox.Writer{}.Emitting(ctx, tx, func(out outbox.Emitter) error { return r.mux.Handle(ctx, tx, ev, out) })
 	})

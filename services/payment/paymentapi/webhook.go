@@ -22,7 +22,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/charger"
@@ -133,6 +137,8 @@ func (h *Webhook) apply(ctx context.Context, ev paymentprovider.Event, body []by
 	case unchanged(p, o):
 		return "unchanged", paymentstore.MarkUnchanged(ctx, h.Pool, ev.ID, p, o.Observed)
 	}
+	ctx, span := applySpan(ctx, ev, p)
+	defer span.End()
 	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
 		changed := false
 		var err error
@@ -159,6 +165,22 @@ func (h *Webhook) apply(ctx context.Context, ev paymentprovider.Event, body []by
 		return paymentstore.MarkProviderEventApplied(ctx, tx, ev.ID, result)
 	})
 	return result, err
+}
+
+// tracer follows the global tracer provider (see kit.StartTracing).
+var tracer = otel.Tracer("github.com/concordhq/concord/services/payment/paymentapi")
+
+// applySpan starts the span under which a delivery moves payment p, and
+// the event the move appends: a child of the span that created the
+// payment, so the payment's news joins the order's trace whatever the
+// provider sends: Stripe sends no trace context, so its delivery's request
+// is a trace of its own, which the span links to. (provider-sim, traced,
+// sends the context of the call that caused the event; that request is of
+// the payment's trace already and stays the parent.)
+func applySpan(ctx context.Context, ev paymentprovider.Event, p paymentstore.Payment) (context.Context, trace.Span) {
+	ctx, opts := kit.ContinueTrace(ctx, p.Traceparent)
+	return tracer.Start(ctx, "apply "+ev.Type, append(opts, trace.WithAttributes(attribute.String("concord.provider_event_id", ev.ID),
+		attribute.Int64("concord.payment_id", p.ID), attribute.String("concord.correlation_id", p.OrderID)))...)
 }
 
 // observationOf reads what an event says about its payment. ok is false

@@ -82,11 +82,16 @@ func newRigWith(t *testing.T, cfg providersim.Config) *rig {
 // the payment and the provider's answer, and waits for the provider's
 // payment_intent.succeeded webhook to be recorded (not delivered).
 func (r *rig) charge(t *testing.T, order string) (paymentstore.Payment, paymentprovider.Payment, []byte) {
+	return r.chargeTraced(t, order, "")
+}
+
+// chargeTraced is charge of a payment created in the trace traceparent.
+func (r *rig) chargeTraced(t *testing.T, order, traceparent string) (paymentstore.Payment, paymentprovider.Payment, []byte) {
 	t.Helper()
 	ctx := context.Background()
 	var p paymentstore.Payment
 	if err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) (err error) {
-		p, _, err = paymentstore.CreateIntent(ctx, tx, paymentstore.NewIntent{OrderID: order, Amount: 1200, Currency: "EUR"})
+		p, _, err = paymentstore.CreateIntent(ctx, tx, paymentstore.NewIntent{OrderID: order, Amount: 1200, Currency: "EUR", Traceparent: traceparent})
 		return err
 	}); err != nil {
 		t.Fatal(err)

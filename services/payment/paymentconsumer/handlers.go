@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/internal/contradiction"
@@ -191,7 +192,7 @@ func BatchHandler(mux *idempotent.Mux, checks *Checks) idempotent.BatchHandler {
 			if err := flush(); err != nil {
 				return err
 			}
-			if err := mux.Handle(ctx, tx, ev, out); err != nil {
+			if err := mux.Handle(idempotent.EventContext(ctx, ev), tx, ev, out); err != nil {
 				return fmt.Errorf("event %s (%s): %w", ev.EventID, ev.EventType, err)
 			}
 		}
@@ -226,6 +227,8 @@ func applySaga(ctx context.Context, tx pgx.Tx, evs []sagaEvent, checks *Checks) 
 	}
 	s := settlement{known: known, wait: checks.wait(), fresh: map[string]paymentstore.WaitingReservation{}}
 	for _, se := range evs {
+		// A charge this event decides continues the event's trace.
+		s.traceparent = kit.Traceparent(idempotent.EventContext(ctx, se.ev))
 		switch {
 		case se.created != nil:
 			if _, ok := s.known[se.orderID]; ok {
@@ -278,6 +281,9 @@ type settlement struct {
 	fresh     map[string]paymentstore.WaitingReservation // new waiting reservations, by event id
 	done      []string                                   // stored waiting reservations charged or refused
 	refusals  []contradiction.Refusal
+	// traceparent is the trace of the event being decided, stored with
+	// the charges it decides ("" with tracing off, and in a sweep).
+	traceparent string
 }
 
 // settle decides reservation w against its order; stored says it is a
@@ -300,7 +306,7 @@ func (s *settlement) settle(w paymentstore.WaitingReservation, stored bool) paym
 	switch v {
 	case payment.Charge:
 		s.intents = append(s.intents, paymentstore.NewIntent{OrderID: w.OrderID, Amount: o.Amount, Currency: o.Currency,
-			CustomerID: o.CustomerID, PaymentMethod: methodOf(o.PaymentMethod)})
+			CustomerID: o.CustomerID, PaymentMethod: methodOf(o.PaymentMethod), Traceparent: s.traceparent})
 	case payment.Refuse:
 		s.refusals = append(s.refusals, contradiction.Refusal{Service: Service, EventID: w.EventID, EventType: string(contract.TypeInventoryReserved),
 			OrderID: w.OrderID, Reason: reason, Detail: reservationDetail(w, o, ok, reason), Data: w.Data})

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/payment/paymentstore"
@@ -52,6 +53,7 @@ func command(ev idempotent.Event, typ contract.Type, key, saga, step, holdKey st
 }
 
 func receive(ctx context.Context, tx pgx.Tx, ev idempotent.Event, c paymentstore.HoldCommand, h *paymentstore.Hold, out outbox.Emitter) error {
+	c.Traceparent = kit.Traceparent(ctx) // the holder's attempts continue the command's trace
 	if c.Key == "" || c.HoldKey == "" {
 		return idempotent.Permanent(fmt.Errorf("event %s (%s, saga %s): no idempotency or hold key", ev.EventID, c.Type, c.SagaID))
 	}

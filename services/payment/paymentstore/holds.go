@@ -82,6 +82,9 @@ type HoldCommand struct {
 	Attempts      int
 	Replied       bool
 	Reply         HoldReply // when Replied
+	// Traceparent is the trace of the command's consumer span ("" with
+	// tracing off): the holder's attempts continue it.
+	Traceparent string
 }
 
 // HoldReply is what a hold command was answered.
@@ -94,13 +97,15 @@ type HoldReply struct {
 }
 
 const holdCommandCols = `idempotency_key, command_type, command_id::text, correlation_id, saga_id, step, hold_key, amount, currency,
-	attempts, status = 'replied', coalesce(outcome, ''), coalesce(reason, ''), retryable, reply_amount, coalesce(provider_payment_id, '')`
+	attempts, status = 'replied', coalesce(outcome, ''), coalesce(reason, ''), retryable, reply_amount, coalesce(provider_payment_id, ''),
+	coalesce(traceparent, '')`
 
 func scanHoldCommand(row pgx.Row) (HoldCommand, error) {
 	var c HoldCommand
 	var typ, outcome string
 	err := row.Scan(&c.Key, &typ, &c.CommandID, &c.CorrelationID, &c.SagaID, &c.Step, &c.HoldKey, &c.Amount, &c.Currency,
-		&c.Attempts, &c.Replied, &outcome, &c.Reply.Reason, &c.Reply.Retryable, &c.Reply.Amount, &c.Reply.ProviderPaymentID)
+		&c.Attempts, &c.Replied, &outcome, &c.Reply.Reason, &c.Reply.Retryable, &c.Reply.Amount, &c.Reply.ProviderPaymentID,
+		&c.Traceparent)
 	c.Type, c.Reply.Outcome = contract.Type(typ), contract.SagaStepRepliedV1Outcome(outcome)
 	return c, err
 }
@@ -118,9 +123,9 @@ func ReceiveHoldCommand(ctx context.Context, tx pgx.Tx, c HoldCommand, newHold *
 			return HoldCommand{}, false, fmt.Errorf("store hold %s: %w", newHold.Key, err)
 		}
 	}
-	tag, err := tx.Exec(ctx, `insert into hold_commands (idempotency_key, command_type, command_id, correlation_id, saga_id, step, hold_key, amount, currency)
-		values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict (idempotency_key) do nothing`,
-		c.Key, string(c.Type), c.CommandID, c.CorrelationID, c.SagaID, c.Step, c.HoldKey, c.Amount, c.Currency)
+	tag, err := tx.Exec(ctx, `insert into hold_commands (idempotency_key, command_type, command_id, correlation_id, saga_id, step, hold_key, amount, currency, traceparent)
+		values ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10, '')) on conflict (idempotency_key) do nothing`,
+		c.Key, string(c.Type), c.CommandID, c.CorrelationID, c.SagaID, c.Step, c.HoldKey, c.Amount, c.Currency, c.Traceparent)
 	if err != nil {
 		return HoldCommand{}, false, fmt.Errorf("store %s command %s (key %s): %w", c.Type, c.CommandID, c.Key, err)
 	}
@@ -150,7 +155,7 @@ func ClaimHoldCommands(ctx context.Context, pool *pgxpool.Pool, limit int, lease
 		where c.idempotency_key = due.idempotency_key
 		returning c.idempotency_key, c.command_type, c.command_id::text, c.correlation_id, c.saga_id, c.step, c.hold_key, c.amount,
 			c.currency, c.attempts, c.status = 'replied', coalesce(c.outcome, ''), coalesce(c.reason, ''), c.retryable, c.reply_amount,
-			coalesce(c.provider_payment_id, '')`, limit, lease.Seconds())
+			coalesce(c.provider_payment_id, ''), coalesce(c.traceparent, '')`, limit, lease.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim due hold commands: %w", err)
 	}

@@ -18,6 +18,9 @@ type NewIntent struct {
 	Currency      string
 	CustomerID    string
 	PaymentMethod string
+	// Traceparent is the trace of the span that asked for the charge
+	// (kit.Traceparent), stored with the payment; "" with tracing off.
+	Traceparent string
 }
 
 // CreateIntent stores the intent row, with the idempotency key derived from
@@ -25,9 +28,9 @@ type NewIntent struct {
 // second call returns the existing payment with created=false.
 func CreateIntent(ctx context.Context, tx pgx.Tx, in NewIntent) (p Payment, created bool, err error) {
 	var id int64
-	err = tx.QueryRow(ctx, `insert into payments (order_id, idempotency_key, amount, currency, customer_id, payment_method)
-		values ($1, $2, $3, $4, $5, $6) on conflict (order_id) do nothing returning id`,
-		in.OrderID, payment.IdempotencyKey(in.OrderID), in.Amount, in.Currency, in.CustomerID, in.PaymentMethod).Scan(&id)
+	err = tx.QueryRow(ctx, `insert into payments (order_id, idempotency_key, amount, currency, customer_id, payment_method, traceparent)
+		values ($1, $2, $3, $4, $5, $6, nullif($7, '')) on conflict (order_id) do nothing returning id`,
+		in.OrderID, payment.IdempotencyKey(in.OrderID), in.Amount, in.Currency, in.CustomerID, in.PaymentMethod, in.Traceparent).Scan(&id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		p, err = ByOrder(ctx, tx, in.OrderID)
@@ -49,20 +52,20 @@ func CreateIntents(ctx context.Context, tx pgx.Tx, ins []NewIntent) (int64, erro
 	if len(ins) == 0 {
 		return 0, nil
 	}
-	orders, keys, currencies, customers, methods := make([]string, len(ins)), make([]string, len(ins)),
-		make([]string, len(ins)), make([]string, len(ins)), make([]string, len(ins))
+	orders, keys, currencies, customers, methods, traces := make([]string, len(ins)), make([]string, len(ins)),
+		make([]string, len(ins)), make([]string, len(ins)), make([]string, len(ins)), make([]string, len(ins))
 	amounts := make([]int64, len(ins))
 	for i, in := range ins {
 		orders[i], keys[i], amounts[i] = in.OrderID, payment.IdempotencyKey(in.OrderID), in.Amount
-		currencies[i], customers[i], methods[i] = in.Currency, in.CustomerID, in.PaymentMethod
+		currencies[i], customers[i], methods[i], traces[i] = in.Currency, in.CustomerID, in.PaymentMethod, in.Traceparent
 	}
-	tag, err := tx.Exec(ctx, `insert into payments (order_id, idempotency_key, amount, currency, customer_id, payment_method)
-		select u.oid, u.key, u.amount, u.currency, u.customer, u.method
-		from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]) with ordinality
-			as u(oid, key, amount, currency, customer, method, n)
+	tag, err := tx.Exec(ctx, `insert into payments (order_id, idempotency_key, amount, currency, customer_id, payment_method, traceparent)
+		select u.oid, u.key, u.amount, u.currency, u.customer, u.method, nullif(u.trace, '')
+		from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) with ordinality
+			as u(oid, key, amount, currency, customer, method, trace, n)
 		where not exists (select 1 from cancelled_orders c where c.order_id = u.oid)
 		order by u.n
-		on conflict (order_id) do nothing`, orders, keys, amounts, currencies, customers, methods)
+		on conflict (order_id) do nothing`, orders, keys, amounts, currencies, customers, methods, traces)
 	if err != nil {
 		return 0, fmt.Errorf("store %d payment intents: %w", len(ins), err)
 	}

@@ -53,7 +53,7 @@ func ClaimRefunds(ctx context.Context, pool *pgxpool.Pool, limit int, lease time
 // run an UPDATE … FROM, where a bare "id" would be ambiguous.
 const claimedCols = `p.id, p.order_id, p.idempotency_key, coalesce(p.provider_payment_id, ''), p.amount, p.currency, p.status,
 	p.version, p.customer_id, p.payment_method, p.attempts, p.order_cancelled, coalesce(p.failure_reason, ''),
-	coalesce(p.observed_external_status, '')`
+	coalesce(p.observed_external_status, ''), coalesce(p.traceparent, '')`
 
 // RetryChargeAt records why a call left the payment pending and when to
 // try again; a zero time parks it until a webhook or the reconciler moves

@@ -62,17 +62,23 @@ type Payment struct {
 	OrderCancelled    bool
 	FailureReason     string
 	ObservedStatus    string // the provider's status as last observed
+	// Traceparent is the trace of the span that created the payment (the
+	// consumer's span of the event that asked for the charge), "" with
+	// tracing off: the charger's attempts, the webhooks and the repairs
+	// that move the payment continue it.
+	Traceparent string
 }
 
 const paymentCols = `id, order_id, idempotency_key, coalesce(provider_payment_id, ''), amount, currency, status,
 	version, customer_id, payment_method, attempts, order_cancelled, coalesce(failure_reason, ''),
-	coalesce(observed_external_status, '')`
+	coalesce(observed_external_status, ''), coalesce(traceparent, '')`
 
 func scanPayment(row pgx.Row) (Payment, error) {
 	var p Payment
 	var status string
 	err := row.Scan(&p.ID, &p.OrderID, &p.IdempotencyKey, &p.ProviderPaymentID, &p.Amount, &p.Currency, &status,
-		&p.Version, &p.CustomerID, &p.PaymentMethod, &p.Attempts, &p.OrderCancelled, &p.FailureReason, &p.ObservedStatus)
+		&p.Version, &p.CustomerID, &p.PaymentMethod, &p.Attempts, &p.OrderCancelled, &p.FailureReason, &p.ObservedStatus,
+		&p.Traceparent)
 	p.Status = payment.Status(status)
 	return p, err
 }

@@ -14,7 +14,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/pgmigrate"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/reconciler"
@@ -22,6 +26,9 @@ import (
 
 //go:embed migrations/*.sql
 var migrations embed.FS
+
+// tracer follows the global tracer provider (see kit.StartTracing).
+var tracer = otel.Tracer("github.com/concordhq/concord/services/reconciler/reconcilerstore")
 
 // VersionTable records which reconciler migrations ran.
 const VersionTable = "reconciler_schema_version"
@@ -46,14 +53,14 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 var _ reconciler.Store = (*Store)(nil)
 
-const rowCols = `id, order_id, coalesce(provider_payment_id, ''), status, version, created_at, updated_at`
+const rowCols = `id, order_id, coalesce(provider_payment_id, ''), status, version, created_at, updated_at, coalesce(traceparent, '')`
 
 func scanRows(rows pgx.Rows) ([]reconciler.Row, error) {
 	defer rows.Close()
 	var out []reconciler.Row
 	for rows.Next() {
 		var r reconciler.Row
-		if err := rows.Scan(&r.PaymentID, &r.OrderID, &r.ProviderID, &r.Status, &r.Version, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		if err := rows.Scan(&r.PaymentID, &r.OrderID, &r.ProviderID, &r.Status, &r.Version, &r.CreatedAt, &r.UpdatedAt, &r.Traceparent); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -245,6 +252,14 @@ func (s *Store) openFinding(ctx context.Context, tx pgx.Tx, source reconciler.So
 	if !ok {
 		return false, false, fmt.Errorf("payment %d: finding %d: %w: no event for command %q", r.Row.PaymentID, id, outbox.ErrInvalidEvent, d.Command)
 	}
+	// The command is appended under a span that continues the payment's
+	// trace (linked to the scan's span, if any): payment-svc applies it,
+	// and the order hears of it, in the order's trace.
+	ctx, opts := kit.ContinueTrace(ctx, r.Row.Traceparent)
+	ctx, span := tracer.Start(ctx, "repair "+string(d.Command), append(opts, trace.WithAttributes(
+		attribute.Int64("concord.payment_id", r.Row.PaymentID), attribute.Int64("concord.finding_id", id),
+		attribute.String("concord.correlation_id", r.Row.OrderID)))...)
+	defer span.End()
 	// s.Outbox carries the topic prefix (--topic-prefix), so commands land
 	// where a side-by-side payment-svc consumes them.
 	env, err := s.Outbox.Append(ctx, tx, outbox.Event{

@@ -33,13 +33,21 @@ func (p provider) Get(_ context.Context, id string) (reconciler.External, error)
 // decoded as the idempotent runner would hand it over.
 func drift(t *testing.T, external string) (*pgxpool.Pool, int64, idempotent.Event) {
 	t.Helper()
+	return driftTraced(t, external, "")
+}
+
+// driftTraced is drift of a payment created in the trace traceparent; the
+// command's Headers are its outbox row's.
+func driftTraced(t *testing.T, external, traceparent string) (*pgxpool.Pool, int64, idempotent.Event) {
+	t.Helper()
 	ctx := context.Background()
 	pool := testkit.NewPool(t, outbox.Migrate, paymentstore.Migrate, reconcilerstore.Migrate)
 	var id int64
 	if err := pool.QueryRow(ctx, `insert into payments (order_id, idempotency_key, provider_payment_id, amount, currency,
-			status, created_at, updated_at)
-		values (gen_random_uuid()::text, 'k', 'pi_drift', 2500, 'EUR', 'pending', now() - interval '1 hour', now() - interval '1 hour')
-		returning id`).Scan(&id); err != nil {
+			status, created_at, updated_at, traceparent)
+		values (gen_random_uuid()::text, 'k', 'pi_drift', 2500, 'EUR', 'pending', now() - interval '1 hour', now() - interval '1 hour',
+			nullif($1, ''))
+		returning id`, traceparent).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	s, err := reconciler.NewScanner(reconciler.ScannerConfig{Store: reconcilerstore.New(pool), Provider: provider{"pi_drift": external}})
@@ -52,7 +60,8 @@ func drift(t *testing.T, external string) (*pgxpool.Pool, int64, idempotent.Even
 	}
 	var payload []byte
 	var topic string
-	if err := pool.QueryRow(ctx, `select payload::text, topic from outbox where event_type like 'payment.apply_%'`).Scan(&payload, &topic); err != nil {
+	var headers map[string]string
+	if err := pool.QueryRow(ctx, `select payload::text, topic, headers from outbox where event_type like 'payment.apply_%'`).Scan(&payload, &topic, &headers); err != nil {
 		t.Fatal(err)
 	}
 	if topic != repair.Topic {
@@ -65,7 +74,7 @@ func drift(t *testing.T, external string) (*pgxpool.Pool, int64, idempotent.Even
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pool, id, idempotent.Event{Envelope: env, Topic: topic}
+	return pool, id, idempotent.Event{Envelope: env, Topic: topic, Headers: headers}
 }
 
 func handle(t *testing.T, pool *pgxpool.Pool, ev idempotent.Event) error {
