@@ -232,6 +232,10 @@ func (c *Client) Stream(ctx context.Context, path, sinceID string, each func(dat
 	if sinceID != "" {
 		q.Set("since_id", sinceID)
 	}
+	return c.stream(ctx, path, q, each)
+}
+
+func (c *Client) stream(ctx context.Context, path string, q url.Values, each func(data []byte) error) error {
 	req, err := c.request(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
 		return err
