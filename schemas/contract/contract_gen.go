@@ -6,62 +6,64 @@ import "time"
 
 // Event types of the catalog.
 const (
-	TypeAccountCreditReversed  Type = "account.credit_reversed"
-	TypeAccountCredited        Type = "account.credited"
-	TypeAccountDebitReversed   Type = "account.debit_reversed"
-	TypeAccountDebited         Type = "account.debited"
-	TypeInventoryRejected      Type = "inventory.rejected"
-	TypeInventoryReleaseStock  Type = "inventory.release_stock"
-	TypeInventoryReleased      Type = "inventory.released"
-	TypeInventoryReserveStock  Type = "inventory.reserve_stock"
-	TypeInventoryReserved      Type = "inventory.reserved"
-	TypeOrderCancelled         Type = "order.cancelled"
-	TypeOrderConfirmed         Type = "order.confirmed"
-	TypeOrderCreated           Type = "order.created"
-	TypePaymentApplyCanceled   Type = "payment.apply_canceled"
-	TypePaymentApplySucceeded  Type = "payment.apply_succeeded"
-	TypePaymentAuthorizeHold   Type = "payment.authorize_hold"
-	TypePaymentCancelHold      Type = "payment.cancel_hold"
-	TypePaymentCaptureHold     Type = "payment.capture_hold"
-	TypePaymentFailed          Type = "payment.failed"
-	TypePaymentProcessed       Type = "payment.processed"
-	TypePaymentRefunded        Type = "payment.refunded"
-	TypeSagaCheckoutRequested  Type = "saga.checkout_requested"
-	TypeSagaFinished           Type = "saga.finished"
-	TypeSagaStepReplied        Type = "saga.step_replied"
-	TypeShippingCancelShipment Type = "shipping.cancel_shipment"
-	TypeShippingCreateShipment Type = "shipping.create_shipment"
+	TypeAccountCreditReversed    Type = "account.credit_reversed"
+	TypeAccountCredited          Type = "account.credited"
+	TypeAccountDebitReversed     Type = "account.debit_reversed"
+	TypeAccountDebited           Type = "account.debited"
+	TypeFundingApplyBrokerStatus Type = "funding.apply_broker_status"
+	TypeInventoryRejected        Type = "inventory.rejected"
+	TypeInventoryReleaseStock    Type = "inventory.release_stock"
+	TypeInventoryReleased        Type = "inventory.released"
+	TypeInventoryReserveStock    Type = "inventory.reserve_stock"
+	TypeInventoryReserved        Type = "inventory.reserved"
+	TypeOrderCancelled           Type = "order.cancelled"
+	TypeOrderConfirmed           Type = "order.confirmed"
+	TypeOrderCreated             Type = "order.created"
+	TypePaymentApplyCanceled     Type = "payment.apply_canceled"
+	TypePaymentApplySucceeded    Type = "payment.apply_succeeded"
+	TypePaymentAuthorizeHold     Type = "payment.authorize_hold"
+	TypePaymentCancelHold        Type = "payment.cancel_hold"
+	TypePaymentCaptureHold       Type = "payment.capture_hold"
+	TypePaymentFailed            Type = "payment.failed"
+	TypePaymentProcessed         Type = "payment.processed"
+	TypePaymentRefunded          Type = "payment.refunded"
+	TypeSagaCheckoutRequested    Type = "saga.checkout_requested"
+	TypeSagaFinished             Type = "saga.finished"
+	TypeSagaStepReplied          Type = "saga.step_replied"
+	TypeShippingCancelShipment   Type = "shipping.cancel_shipment"
+	TypeShippingCreateShipment   Type = "shipping.create_shipment"
 )
 
 // Types lists every event type of the catalog, sorted.
-var Types = []Type{TypeAccountCreditReversed, TypeAccountCredited, TypeAccountDebitReversed, TypeAccountDebited, TypeInventoryRejected, TypeInventoryReleaseStock, TypeInventoryReleased, TypeInventoryReserveStock, TypeInventoryReserved, TypeOrderCancelled, TypeOrderConfirmed, TypeOrderCreated, TypePaymentApplyCanceled, TypePaymentApplySucceeded, TypePaymentAuthorizeHold, TypePaymentCancelHold, TypePaymentCaptureHold, TypePaymentFailed, TypePaymentProcessed, TypePaymentRefunded, TypeSagaCheckoutRequested, TypeSagaFinished, TypeSagaStepReplied, TypeShippingCancelShipment, TypeShippingCreateShipment}
+var Types = []Type{TypeAccountCreditReversed, TypeAccountCredited, TypeAccountDebitReversed, TypeAccountDebited, TypeFundingApplyBrokerStatus, TypeInventoryRejected, TypeInventoryReleaseStock, TypeInventoryReleased, TypeInventoryReserveStock, TypeInventoryReserved, TypeOrderCancelled, TypeOrderConfirmed, TypeOrderCreated, TypePaymentApplyCanceled, TypePaymentApplySucceeded, TypePaymentAuthorizeHold, TypePaymentCancelHold, TypePaymentCaptureHold, TypePaymentFailed, TypePaymentProcessed, TypePaymentRefunded, TypeSagaCheckoutRequested, TypeSagaFinished, TypeSagaStepReplied, TypeShippingCancelShipment, TypeShippingCreateShipment}
 
 var entries = map[Type]entry{
-	TypeAccountCreditReversed:  {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
-	TypeAccountCredited:        {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
-	TypeAccountDebitReversed:   {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
-	TypeAccountDebited:         {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
-	TypeInventoryRejected:      {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeInventoryReleaseStock:  {topic: "inventory-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeInventoryReleased:      {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeInventoryReserveStock:  {topic: "inventory-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeInventoryReserved:      {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 2},
-	TypeOrderCancelled:         {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeOrderConfirmed:         {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeOrderCreated:           {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD_TRANSITIVE", latest: 3},
-	TypePaymentApplyCanceled:   {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentApplySucceeded:  {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentAuthorizeHold:   {topic: "payment-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentCancelHold:      {topic: "payment-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentCaptureHold:     {topic: "payment-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentFailed:          {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentProcessed:       {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypePaymentRefunded:        {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeSagaCheckoutRequested:  {topic: "saga-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeSagaFinished:           {topic: "saga-events", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeSagaStepReplied:        {topic: "saga-replies", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeShippingCancelShipment: {topic: "shipping-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
-	TypeShippingCreateShipment: {topic: "shipping-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeAccountCreditReversed:    {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
+	TypeAccountCredited:          {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
+	TypeAccountDebitReversed:     {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
+	TypeAccountDebited:           {topic: "account-events", aggregateType: "account", keyField: "account_id", encoding: "avro", compatibility: "FULL_TRANSITIVE", latest: 1},
+	TypeFundingApplyBrokerStatus: {topic: "funding-commands", aggregateType: "account", keyField: "account_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryRejected:        {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryReleaseStock:    {topic: "inventory-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryReleased:        {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryReserveStock:    {topic: "inventory-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeInventoryReserved:        {topic: "inventory-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 2},
+	TypeOrderCancelled:           {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeOrderConfirmed:           {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeOrderCreated:             {topic: "order-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD_TRANSITIVE", latest: 3},
+	TypePaymentApplyCanceled:     {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentApplySucceeded:    {topic: "payment-commands", aggregateType: "payment", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentAuthorizeHold:     {topic: "payment-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentCancelHold:        {topic: "payment-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentCaptureHold:       {topic: "payment-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentFailed:            {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentProcessed:         {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypePaymentRefunded:          {topic: "payment-events", aggregateType: "order", keyField: "order_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeSagaCheckoutRequested:    {topic: "saga-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeSagaFinished:             {topic: "saga-events", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeSagaStepReplied:          {topic: "saga-replies", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeShippingCancelShipment:   {topic: "shipping-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
+	TypeShippingCreateShipment:   {topic: "shipping-commands", aggregateType: "saga", keyField: "saga_id", encoding: "json", compatibility: "BACKWARD", latest: 1},
 }
 
 // AccountCreditReversedV1 is the data of account.credit_reversed version 1 (events/account.credit_reversed/v1.schema.json).
@@ -162,6 +164,72 @@ const AccountDebitedV1Avro = "{\"type\":\"record\",\"name\":\"AccountDebited\",\
 
 // AvroSchema is AccountDebitedV1Avro.
 func (AccountDebitedV1) AvroSchema() string { return AccountDebitedV1Avro }
+
+// FundingApplyBrokerStatusV1 is the data of funding.apply_broker_status version 1 (events/funding.apply_broker_status/v1.schema.json).
+type FundingApplyBrokerStatusV1 struct {
+	// the customer's broker account; the partition key, so a repair is ordered with the account's other changes
+	AccountID string `json:"account_id"`
+	// which of the broker's records the movement is
+	Domain FundingApplyBrokerStatusV1Domain `json:"domain"`
+	// the broker's id of the journal or transfer
+	BrokerID string `json:"broker_id"`
+	// the status the broker reported, as it spelled it
+	BrokerStatus string `json:"broker_status"`
+	// reconciliation_findings.id this command repairs; resolved when the command is applied
+	FindingID int64 `json:"finding_id"`
+	// the finding kind, e.g. missed_reversal
+	Kind string `json:"kind"`
+	// the mirror's status the reconciler saw (NONE: no local record)
+	ExpectedLocalStatus FundingApplyBrokerStatusV1ExpectedLocalStatus `json:"expected_local_status"`
+	// for a record the mirror does not hold: which way it moves the account's money
+	Direction FundingApplyBrokerStatusV1Direction `json:"direction,omitempty"`
+	// for a record the mirror does not hold: the amount in minor units
+	Amount *int64 `json:"amount,omitempty"`
+	// for a record the mirror does not hold: ISO 4217
+	Currency string `json:"currency,omitempty"`
+	// when the reconciler detected the drift
+	DetectedAt time.Time `json:"detected_at"`
+}
+
+// FundingApplyBrokerStatusV1Domain is one of the values the schema allows.
+type FundingApplyBrokerStatusV1Domain string
+
+// Values of FundingApplyBrokerStatusV1Domain.
+const (
+	FundingApplyBrokerStatusV1DomainJournal        FundingApplyBrokerStatusV1Domain = "journal"
+	FundingApplyBrokerStatusV1DomainTransfer       FundingApplyBrokerStatusV1Domain = "transfer"
+	FundingApplyBrokerStatusV1DomainWalletTransfer FundingApplyBrokerStatusV1Domain = "wallet_transfer"
+)
+
+// FundingApplyBrokerStatusV1ExpectedLocalStatus is one of the values the schema allows.
+type FundingApplyBrokerStatusV1ExpectedLocalStatus string
+
+// Values of FundingApplyBrokerStatusV1ExpectedLocalStatus.
+const (
+	FundingApplyBrokerStatusV1ExpectedLocalStatusNONE      FundingApplyBrokerStatusV1ExpectedLocalStatus = "NONE"
+	FundingApplyBrokerStatusV1ExpectedLocalStatusPENDING   FundingApplyBrokerStatusV1ExpectedLocalStatus = "PENDING"
+	FundingApplyBrokerStatusV1ExpectedLocalStatusCOMPLETED FundingApplyBrokerStatusV1ExpectedLocalStatus = "COMPLETED"
+	FundingApplyBrokerStatusV1ExpectedLocalStatusCANCELLED FundingApplyBrokerStatusV1ExpectedLocalStatus = "CANCELLED"
+	FundingApplyBrokerStatusV1ExpectedLocalStatusREVERSED  FundingApplyBrokerStatusV1ExpectedLocalStatus = "REVERSED"
+)
+
+// FundingApplyBrokerStatusV1Direction is one of the values the schema allows.
+type FundingApplyBrokerStatusV1Direction string
+
+// Values of FundingApplyBrokerStatusV1Direction.
+const (
+	FundingApplyBrokerStatusV1DirectionCredit FundingApplyBrokerStatusV1Direction = "credit"
+	FundingApplyBrokerStatusV1DirectionDebit  FundingApplyBrokerStatusV1Direction = "debit"
+)
+
+// EventType is "funding.apply_broker_status".
+func (FundingApplyBrokerStatusV1) EventType() Type { return TypeFundingApplyBrokerStatus }
+
+// EventVersion is 1.
+func (FundingApplyBrokerStatusV1) EventVersion() int { return 1 }
+
+// PartitionKey is account_id, the catalog's key field.
+func (p FundingApplyBrokerStatusV1) PartitionKey() string { return p.AccountID }
 
 // InventoryRejectedV1 is the data of inventory.rejected version 1 (events/inventory.rejected/v1.schema.json).
 type InventoryRejectedV1 struct {

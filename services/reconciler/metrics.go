@@ -90,6 +90,10 @@ func (m *Metrics) call(op, outcome string) {
 	}
 }
 
+// ObserveCall counts one call to the provider or broker by operation and
+// outcome (an adapter that makes its own calls reports them here).
+func (m *Metrics) ObserveCall(op, outcome string) { m.call(op, outcome) }
+
 func (m *Metrics) recorded(s RecordStats) {
 	if m == nil {
 		return

@@ -204,7 +204,7 @@ func StreamWindows(ctx context.Context, pool *pgxpool.Pool, broker *fundingbroke
 	for _, k := range []fundingstream.Kind{fundingstream.Journals, fundingstream.Funding, fundingstream.Activities} {
 		w := audit.StreamWindow{Stream: string(k), AtKill: atKill[string(k)], After: now[string(k)], Seen: map[string]bool{}}
 		if w.AtKill != "" && w.After > w.AtKill {
-			err := broker.Replay(ctx, k.Path(), w.AtKill, w.After, func(data []byte) error {
+			err := broker.ReplayIDs(ctx, k.Path(), w.AtKill, w.After, func(data []byte) error {
 				var m struct {
 					EventID string `json:"event_id"`
 				}

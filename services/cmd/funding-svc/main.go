@@ -2,7 +2,9 @@
 // Broker API, or broker-sim): deposits and withdrawals by cash journal and
 // by ACH transfer, mirrored from the broker's journal and funding status
 // streams (each read from its persisted cursor) and from polls of the
-// funding-wallet transfers that send no events. Every movement's entries publish
+// funding-wallet transfers that send no events; it applies the
+// reconciler's repair commands (funding-commands) through the same
+// status-guarded writer. Every movement's entries publish
 // account.* events through the outbox, keyed by account id; the balances
 // per account are their projection.
 package main
@@ -13,6 +15,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concordhq/concord/consumers/idempotent"
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/funding/fundingapi"
@@ -23,6 +28,8 @@ import (
 	"github.com/concordhq/concord/services/funding/fundingstream"
 	"github.com/concordhq/concord/services/funding/fundingtransfer"
 	"github.com/concordhq/concord/services/internal/svc"
+	"github.com/concordhq/concord/services/reconciler/fundingrepair"
+	"github.com/concordhq/concord/services/reconciler/reconcilerfunding"
 )
 
 func main() { kit.Main("funding-svc", run) }
@@ -30,11 +37,17 @@ func main() { kit.Main("funding-svc", run) }
 func run(ctx context.Context, args []string) error {
 	var brokerURL, keyID, secret, firm *string
 	var timeout, rewind, pollEvery, completedWindow, resumeEvery *time.Duration
+	var repairs idempotent.Mux
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "funding-svc", Summary: "Concord funding service: the broker rail's deposits, withdrawals and account events.",
 		DatabaseEnv: "", DefaultAddr: ":8087", DefaultOpsAddr: ":9087",
 		ProducedTopics: []string{contract.TypeAccountCredited.Topic()},
-		Migrate:        fundingstore.Migrate,
+		// The reconciler's repair commands, appended to this database's
+		// outbox and published by this service's relay; the handler is
+		// registered in Setup, which has the outbox writer.
+		Topics: []string{fundingrepair.Topic}, Types: fundingrepair.Types,
+		BatchHandler: fundingrepair.BatchHandler(&repairs),
+		Migrate:      migrate,
 		Flags: func(fs *kit.FlagSet) {
 			brokerURL = fs.String("broker-url", "", "", "broker API base URL (broker-sim: http://127.0.0.1:12112)")
 			keyID = fs.String("broker-key-id", "", "", "broker API key id (HTTP Basic user)")
@@ -59,6 +72,7 @@ func run(ctx context.Context, args []string) error {
 				return nil, err
 			}
 			store := &fundingstore.Store{Pool: env.Pool, Outbox: env.Outbox}
+			fundingrepair.Register(&repairs, store)
 			calls := &fundingbroker.Client{BaseURL: *brokerURL, KeyID: *keyID, Secret: *secret, HTTP: &http.Client{Timeout: *timeout}}
 			// Streams stay open for hours: no client timeout, ctx ends them.
 			streams := &fundingbroker.Client{BaseURL: *brokerURL, KeyID: *keyID, Secret: *secret, HTTP: &http.Client{}}
@@ -76,6 +90,15 @@ func run(ctx context.Context, args []string) error {
 			return workers, nil
 		},
 	})
+}
+
+// migrate applies the funding schema, then the reconciler's tables: the
+// repair handler resolves findings, and those reference movements.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := fundingstore.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	return reconcilerfunding.Migrate(ctx, pool)
 }
 
 // every runs f at start and then every d until ctx ends; a failed run is

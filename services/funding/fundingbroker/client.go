@@ -35,6 +35,9 @@ type APIError struct {
 	Status  int
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	// Reset is X-RateLimit-Reset (unix seconds): when the broker's rate
+	// window ends. Zero when the answer carried none.
+	Reset time.Time `json:"-"`
 }
 
 func (e *APIError) Error() string {
@@ -94,11 +97,12 @@ func (c *Client) CreateTransfer(ctx context.Context, account string, r TransferR
 
 // WalletTransfer is a funding-wallet transfer (v1beta).
 type WalletTransfer struct {
-	ID          string `json:"id"`
-	AccountID   string `json:"account_id"`
-	Direction   string `json:"direction"` // incoming | outgoing
-	Status      string `json:"status"`
-	TotalAmount string `json:"total_amount"`
+	ID          string    `json:"id"`
+	AccountID   string    `json:"account_id"`
+	Direction   string    `json:"direction"` // incoming | outgoing
+	Status      string    `json:"status"`
+	TotalAmount string    `json:"total_amount"`
+	CreatedAt   time.Time `json:"created_at"`
 }
 
 // JournalRequest is a cash journal to create. Amount in cents.
@@ -124,6 +128,7 @@ func (c *Client) CreateJournal(ctx context.Context, r JournalRequest, key string
 // journals' creation dates.
 type JournalFilter struct {
 	After       time.Time
+	Before      time.Time // exclusive, on the creation date
 	FromAccount string
 	ToAccount   string
 }
@@ -133,6 +138,9 @@ func (c *Client) ListJournals(ctx context.Context, f JournalFilter) ([]Journal, 
 	q := url.Values{"entry_type": {"JNLC"}}
 	if !f.After.IsZero() {
 		q.Set("after", f.After.UTC().Format(time.DateOnly))
+	}
+	if !f.Before.IsZero() {
+		q.Set("before", f.Before.UTC().Format(time.DateOnly))
 	}
 	if f.FromAccount != "" {
 		q.Set("from_account", f.FromAccount)
@@ -157,6 +165,22 @@ func (c *Client) GetJournal(ctx context.Context, id string) (Journal, error) {
 func (c *Client) ListTransfers(ctx context.Context, account string) ([]Transfer, error) {
 	var out []Transfer
 	err := c.do(ctx, http.MethodGet, "/v1/accounts/"+url.PathEscape(account)+"/transfers", nil, nil, nil, &out)
+	return out, err
+}
+
+// ListTransfersPage is one page of GET /v1/accounts/{account_id}/transfers,
+// newest first.
+func (c *Client) ListTransfersPage(ctx context.Context, account string, limit, offset int) ([]Transfer, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}, "offset": {strconv.Itoa(offset)}}
+	var out []Transfer
+	err := c.do(ctx, http.MethodGet, "/v1/accounts/"+url.PathEscape(account)+"/transfers", q, nil, nil, &out)
+	return out, err
+}
+
+// ListWalletTransfers is GET /v1beta/accounts/{account_id}/funding_wallet/transfers.
+func (c *Client) ListWalletTransfers(ctx context.Context, account string) ([]WalletTransfer, error) {
+	var out []WalletTransfer
+	err := c.do(ctx, http.MethodGet, "/v1beta/accounts/"+url.PathEscape(account)+"/funding_wallet/transfers", nil, nil, nil, &out)
 	return out, err
 }
 
@@ -185,7 +209,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		return err
 	}
 	if res.StatusCode/100 != 2 {
-		ae := &APIError{Status: res.StatusCode}
+		ae := &APIError{Status: res.StatusCode, Reset: reset(res.Header)}
 		_ = json.Unmarshal(b, ae)
 		return ae
 	}
@@ -235,6 +259,14 @@ func (c *Client) Stream(ctx context.Context, path, sinceID string, each func(dat
 	return c.stream(ctx, path, q, each)
 }
 
+// Replay reads the SSE stream at path for the business times [since,
+// until): a bounded replay, which the broker ends (200) once nothing more
+// can fall inside it.
+func (c *Client) Replay(ctx context.Context, path string, since, until time.Time, each func(data []byte) error) error {
+	q := url.Values{"since": {since.UTC().Format(time.RFC3339Nano)}, "until": {until.UTC().Format(time.RFC3339Nano)}}
+	return c.stream(ctx, path, q, each)
+}
+
 func (c *Client) stream(ctx context.Context, path string, q url.Values, each func(data []byte) error) error {
 	req, err := c.request(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
@@ -247,7 +279,7 @@ func (c *Client) stream(ctx context.Context, path string, q url.Values, each fun
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		ae := &APIError{Status: res.StatusCode}
+		ae := &APIError{Status: res.StatusCode, Reset: reset(res.Header)}
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<16))
 		_ = json.Unmarshal(b, ae)
 		return ae
@@ -268,6 +300,15 @@ func (c *Client) stream(ctx context.Context, path string, q url.Values, each fun
 		return err
 	}
 	return nil
+}
+
+// reset is the answer's X-RateLimit-Reset, zero when absent or unreadable.
+func reset(h http.Header) time.Time {
+	n, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0)
 }
 
 // ParseCents reads a decimal amount string ("25.00", "7.5", "3") as cents.

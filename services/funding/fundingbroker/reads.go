@@ -6,15 +6,6 @@ import (
 	"net/url"
 )
 
-// ListWalletTransfers is GET
-// /v1beta/accounts/{account_id}/funding_wallet/transfers: the account's
-// funding-wallet transfers, newest first.
-func (c *Client) ListWalletTransfers(ctx context.Context, account string) ([]WalletTransfer, error) {
-	var out []WalletTransfer
-	err := c.do(ctx, http.MethodGet, "/v1beta/accounts/"+url.PathEscape(account)+"/funding_wallet/transfers", nil, nil, nil, &out)
-	return out, err
-}
-
 // Cash is the account's cash in cents, from GET
 // /v1/trading/accounts/{account_id}/account: the balance the broker holds,
 // which a local projection of the account's movements must equal.
@@ -28,10 +19,10 @@ func (c *Client) Cash(ctx context.Context, account string) (int64, error) {
 	return ParseCents(a.Cash)
 }
 
-// Replay reads the events of the status stream at path with ids in
+// ReplayIDs reads the events of the stream at path with ids in
 // (sinceID, untilID), calling each with every data line's JSON: a bounded
-// replay, which the broker ends with 200 once nothing more can fall inside
-// the window.
-func (c *Client) Replay(ctx context.Context, path, sinceID, untilID string, each func(data []byte) error) error {
+// replay by cursor, which the broker ends with 200 once nothing more can
+// fall inside the window.
+func (c *Client) ReplayIDs(ctx context.Context, path, sinceID, untilID string, each func(data []byte) error) error {
 	return c.stream(ctx, path, url.Values{"since_id": {sinceID}, "until_id": {untilID}}, each)
 }

@@ -50,6 +50,13 @@ func (s *Store) Report(ctx context.Context, n News) (Result, error) {
 	return res, err
 }
 
+// Apply applies one piece of news inside tx, a transaction the caller
+// owns (a consumer's, for the reconciler's repair commands): the same
+// status-guarded upsert the stream intake and the pollers use.
+func (s *Store) Apply(ctx context.Context, tx pgx.Tx, n News) (Result, error) {
+	return s.apply(ctx, tx, n)
+}
+
 // Intake is one stream message as received.
 type Intake struct {
 	Stream string

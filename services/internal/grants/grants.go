@@ -28,6 +28,7 @@ import (
 	"github.com/concordhq/concord/services/orchestrator/orchestratorconsumer"
 	"github.com/concordhq/concord/services/order/orderconsumer"
 	"github.com/concordhq/concord/services/payment/paymentconsumer"
+	"github.com/concordhq/concord/services/reconciler/fundingrepair"
 	"github.com/concordhq/concord/services/reconciler/repair"
 	"github.com/concordhq/concord/services/shipping/shippingconsumer"
 )
@@ -42,7 +43,8 @@ type Service struct {
 
 // Services are the saga's services. The reconciler has no principal: it
 // writes its repair commands to the payments database's outbox, which
-// payment-svc's relay publishes; provider-sim and carrier-sim never talk
+// payment-svc's relay publishes, and to the funding database's, which
+// funding-svc's relay publishes; provider-sim and carrier-sim never talk
 // to Kafka.
 var Services = []Service{
 	{Name: "order-svc", Reads: orderconsumer.Topics,
@@ -57,9 +59,11 @@ var Services = []Service{
 		Writes: topics(contract.TypePaymentAuthorizeHold, contract.TypeInventoryReserveStock,
 			contract.TypeShippingCreateShipment, contract.TypeSagaFinished)},
 	{Name: "shipping-svc", Reads: shippingconsumer.Topics, Writes: topics(contract.TypeSagaStepReplied)},
-	// funding-svc consumes nothing from Kafka: its news comes from the
-	// broker's streams and polls.
-	{Name: "funding-svc", Writes: topics(contract.TypeAccountCredited, contract.TypeAccountDebited)},
+	// funding-svc's news comes from the broker's streams and polls; from
+	// Kafka it reads only the reconciler's repair commands, which its own
+	// relay publishes from the funding database's outbox.
+	{Name: "funding-svc", Reads: []string{fundingrepair.Topic},
+		Writes: union(topics(contract.TypeAccountCredited, contract.TypeAccountDebited), []string{fundingrepair.Topic})},
 }
 
 // Credential is a provisioned principal's SASL user and password.

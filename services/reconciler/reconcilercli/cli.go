@@ -6,6 +6,7 @@
 //	reconciler status                    lag, cycles, open findings by kind
 //	reconciler heal --since T --until T  re-pull provider events for a window
 //	reconciler findings list|show ID|resolve ID --note "…"
+//	reconciler broker heal|once|run      the broker rail (funding-svc against the broker)
 package reconcilercli
 
 import (
@@ -33,6 +34,8 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 		{Name: "once", Summary: "finish the current cycle, print its summary and exit", Run: cmd("once")},
 		{Name: "status", Summary: "reconciliation lag, cycles and open findings by kind", Run: cmd("status")},
 		{Name: "heal", Summary: "re-pull the provider's events for --since..--until and repair what was missed", Run: cmd("heal")},
+		{Name: "broker", Summary: "the broker rail: heal --since T [--until T] | once | run (funding-svc's database against the broker)",
+			Run: func(ctx context.Context, args []string) error { return broker(ctx, args, out) }},
 		{Name: "findings", Summary: `list | show ID | resolve ID --note "what was done"`,
 			Run: func(ctx context.Context, args []string) error { return findings(ctx, args, out) }},
 	})

@@ -43,7 +43,8 @@ func TestHealWindow(t *testing.T) {
 // TestBadUsageIsAUsageError: mistakes on the command line exit 2 with a
 // reason before anything is opened.
 func TestBadUsageIsAUsageError(t *testing.T) {
-	for _, v := range []string{"PAYMENTS_DATABASE_URL", "PROVIDER_API_KEY", "CONCORD_DATABASE_URL", "CONCORD_PROVIDER_API_KEY"} {
+	for _, v := range []string{"PAYMENTS_DATABASE_URL", "PROVIDER_API_KEY", "CONCORD_DATABASE_URL", "CONCORD_PROVIDER_API_KEY",
+		"CONCORD_FUNDING_DATABASE_URL", "CONCORD_BROKER_URL", "CONCORD_FIRM_ACCOUNT"} {
 		t.Setenv(v, "")
 	}
 	ctx := context.Background()
@@ -57,6 +58,13 @@ func TestBadUsageIsAUsageError(t *testing.T) {
 		"heal without since":   runCommand(ctx, "heal", nil, io.Discard),
 		"status without db":    runCommand(ctx, "status", nil, io.Discard),
 		"once without key":     runCommand(ctx, "once", []string{"--database-url", "postgres://x"}, io.Discard),
+		"broker heal without since": brokerCommand(ctx, "heal", []string{"--funding-database-url", "postgres://x",
+			"--broker-url", "http://x", "--firm-account", "f"}, io.Discard),
+		"broker heal without db":   brokerCommand(ctx, "heal", []string{"--since", "1h", "--broker-url", "http://x", "--firm-account", "f"}, io.Discard),
+		"broker once without firm": brokerCommand(ctx, "once", []string{"--funding-database-url", "postgres://x", "--broker-url", "http://x"}, io.Discard),
+		"broker with no workers": brokerCommand(ctx, "once", []string{"--funding-database-url", "postgres://x", "--broker-url", "http://x",
+			"--firm-account", "f", "--workers", "0"}, io.Discard),
+		"broker unknown command": broker(ctx, []string{"reconcile"}, io.Discard),
 	} {
 		if !errors.As(err, new(kit.UsageError)) {
 			t.Errorf("%s: %v, want a usage error", name, err)

@@ -1,0 +1,346 @@
+// Package reconcilerfunding is the reconciler's record in the funding
+// database, for the broker rail: the keyset cursor over funding_movements,
+// the findings, and the repair commands (funding.apply_broker_status),
+// appended to the same database's outbox in the transaction that records
+// their finding; funding-svc's relay publishes them and its consumer
+// applies them through the canonical writer. The reconciler never writes
+// funding's own tables.
+package reconcilerfunding
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concordhq/concord/infra/pgmigrate"
+	"github.com/concordhq/concord/relay/outbox"
+	"github.com/concordhq/concord/schemas/contract"
+	"github.com/concordhq/concord/services/funding"
+	"github.com/concordhq/concord/services/reconciler"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// VersionTable records which of these migrations ran.
+const VersionTable = "reconciler_broker_schema_version"
+
+// Migrate creates or updates the reconciler's tables in the funding
+// database; the funding tables (fundingstore.Migrate) and the outbox must
+// exist first.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgmigrate.ApplyDir(ctx, pool, VersionTable, migrations, "migrations")
+}
+
+// Store implements reconciler.BrokerStore on the funding database.
+type Store struct {
+	pool *pgxpool.Pool
+	// Outbox routes the repair commands (its topic prefix).
+	Outbox outbox.Writer
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+var _ reconciler.BrokerStore = (*Store)(nil)
+
+const movementCols = `id, domain, coalesce(broker_id, ''), account_id, direction, amount, currency, status, created_at, updated_at`
+
+func scanMovements(rows pgx.Rows) ([]reconciler.Movement, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (reconciler.Movement, error) {
+		var m reconciler.Movement
+		var d, st string
+		err := r.Scan(&m.ID, &d, &m.BrokerID, &m.AccountID, &m.Direction, &m.Amount, &m.Currency, &st, &m.CreatedAt, &m.UpdatedAt)
+		m.Domain, m.Status = funding.Domain(d), funding.Status(st)
+		return m, err
+	})
+}
+
+// ReadMovements reads the job's cursor and the next limit movements by id
+// in one short transaction.
+func (s *Store) ReadMovements(ctx context.Context, job string, limit int) (reconciler.MovementPage, error) {
+	page := reconciler.MovementPage{Job: job}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `insert into reconciliation_cursor (job) values ($1) on conflict do nothing`, job); err != nil {
+			return fmt.Errorf("create cursor: %w", err)
+		}
+		if err := tx.QueryRow(ctx, `select last_id, now() from reconciliation_cursor where job = $1`, job).
+			Scan(&page.CursorID, &page.Now); err != nil {
+			return fmt.Errorf("read cursor: %w", err)
+		}
+		rows, err := tx.Query(ctx, `select `+movementCols+` from funding_movements where id > $1 order by id limit $2`, page.CursorID, limit)
+		if err != nil {
+			return fmt.Errorf("read movements after id %d: %w", page.CursorID, err)
+		}
+		page.Rows, err = scanMovements(rows)
+		if err != nil {
+			return fmt.Errorf("read movements after id %d: %w", page.CursorID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return reconciler.MovementPage{}, fmt.Errorf("reconciler store: job %s: %w", job, err)
+	}
+	return page, nil
+}
+
+// RecordMovements advances the cursor by compare-and-set, then records the
+// results, in one transaction (see reconcilerstore.Store.Record).
+func (s *Store) RecordMovements(ctx context.Context, page reconciler.MovementPage, results []reconciler.MovementResult) (reconciler.RecordStats, error) {
+	if len(page.Rows) == 0 {
+		return reconciler.RecordStats{}, nil
+	}
+	next := page.Rows[len(page.Rows)-1].ID
+	var stats reconciler.RecordStats
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `update reconciliation_cursor set last_id = $3, updated_at = now()
+			where job = $1 and last_id = $2`, page.Job, page.CursorID, next)
+		if err != nil {
+			return fmt.Errorf("advance cursor %d → %d: %w", page.CursorID, next, err)
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("cursor is no longer at id %d: %w", page.CursorID, reconciler.ErrConcurrentRun)
+		}
+		stats, err = s.apply(ctx, tx, reconciler.SourceScan, results)
+		return err
+	})
+	if err != nil {
+		return reconciler.RecordStats{}, fmt.Errorf("reconciler store: job %s: record page after id %d: %w", page.Job, page.CursorID, err)
+	}
+	return stats, nil
+}
+
+// RecordMovementFindings records results without a cursor (heal).
+func (s *Store) RecordMovementFindings(ctx context.Context, source reconciler.Source, results []reconciler.MovementResult) (reconciler.RecordStats, error) {
+	var stats reconciler.RecordStats
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		stats, err = s.apply(ctx, tx, source, results)
+		return err
+	})
+	if err != nil {
+		return reconciler.RecordStats{}, fmt.Errorf("reconciler store: record %s results: %w", source, err)
+	}
+	return stats, nil
+}
+
+// apply records the verified results in tx. A movement whose status or
+// updated_at changed since it was read is left alone (Moved): its news
+// most likely just arrived, and the next visit decides. A record the
+// mirror did not hold is recorded unless the mirror holds it now.
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, results []reconciler.MovementResult) (reconciler.RecordStats, error) {
+	stats := reconciler.RecordStats{ByKind: map[reconciler.Kind]int{}, Commands: map[reconciler.Command]int{}}
+	var inSync []int64
+	for _, r := range results {
+		if !r.Decision.Verified {
+			continue
+		}
+		still, err := unchanged(ctx, tx, r)
+		if err != nil {
+			return stats, err
+		}
+		if !still {
+			stats.Moved++
+			continue
+		}
+		stats.Verified++
+		switch {
+		case r.Decision.Verdict == reconciler.InSync && r.Known:
+			inSync = append(inSync, r.Movement.ID)
+		case r.Decision.Kind != "":
+			opened, cmd, err := s.openFinding(ctx, tx, source, r)
+			if err != nil {
+				return stats, err
+			}
+			if opened {
+				stats.FindingsOpened++
+				stats.ByKind[r.Decision.Kind]++
+			}
+			if cmd {
+				stats.CommandsEmitted++
+				stats.Commands[r.Decision.Command]++
+			}
+		}
+	}
+	if len(inSync) > 0 {
+		tag, err := tx.Exec(ctx, `update reconciliation_findings
+			set resolved_at = now(), resolution = 'cleared', resolved_by = 'reconciler',
+			    note = 'verified in sync by a later ' || $2
+			where movement_id = any($1) and resolved_at is null`, inSync, string(source))
+		if err != nil {
+			return stats, fmt.Errorf("clear findings of %d in-sync movements: %w", len(inSync), err)
+		}
+		stats.FindingsCleared = int(tag.RowsAffected())
+	}
+	return stats, nil
+}
+
+// unchanged reports whether the mirror still holds r's movement as it was
+// read (or still holds no row for a record it did not know).
+func unchanged(ctx context.Context, tx pgx.Tx, r reconciler.MovementResult) (bool, error) {
+	var n int
+	var err error
+	if r.Known {
+		err = tx.QueryRow(ctx, `select count(*) from funding_movements where id = $1 and status = $2 and updated_at = $3`,
+			r.Movement.ID, string(r.Movement.Status), r.Movement.UpdatedAt).Scan(&n)
+		return n == 1, err
+	}
+	err = tx.QueryRow(ctx, `select count(*) from funding_movements where domain = $1 and broker_id = $2`,
+		string(r.Broker.Domain), r.Broker.BrokerID).Scan(&n)
+	return n == 0, err
+}
+
+// openFinding inserts the finding unless the same one is open, and for a
+// new Repairable finding appends its command in the same transaction.
+func (s *Store) openFinding(ctx context.Context, tx pgx.Tx, source reconciler.Source, r reconciler.MovementResult) (opened, emitted bool, err error) {
+	d := r.Decision
+	var cmd *string
+	if d.Verdict == reconciler.Repairable {
+		c := string(d.Command)
+		cmd = &c
+	}
+	domain, brokerID, account, local := r.Broker.Domain, r.Broker.BrokerID, r.Broker.AccountID, "NONE"
+	var movement *int64
+	if r.Known {
+		domain, brokerID, account, local = r.Movement.Domain, r.Movement.BrokerID, r.Movement.AccountID, string(r.Movement.Status)
+		if local == "" {
+			local = "NONE"
+		}
+		movement = &r.Movement.ID
+	}
+	var id int64
+	var detected time.Time
+	err = tx.QueryRow(ctx, `insert into reconciliation_findings
+			(domain, broker_id, account_id, movement_id, kind, verdict, local_status, external_status, repair_command, source)
+		values ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), $9, $10)
+		on conflict (domain, broker_id, (coalesce(movement_id, 0)), kind) where resolved_at is null do nothing
+		returning id, detected_at`,
+		string(domain), brokerID, account, movement, string(d.Kind), string(d.Verdict), local, r.Broker.Status, cmd, string(source)).Scan(&id, &detected)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("%s %s: record finding %s: %w", domain, brokerID, d.Kind, err)
+	}
+	if cmd == nil {
+		return true, false, nil
+	}
+	p := contract.FundingApplyBrokerStatusV1{AccountID: account, Domain: contract.FundingApplyBrokerStatusV1Domain(domain),
+		BrokerID: brokerID, BrokerStatus: r.Broker.Status, FindingID: id, Kind: string(d.Kind),
+		ExpectedLocalStatus: contract.FundingApplyBrokerStatusV1ExpectedLocalStatus(local), DetectedAt: detected.UTC()}
+	if !r.Known {
+		// The writer mirrors a record it does not hold from its description.
+		amount := r.Broker.Amount
+		p.Direction, p.Amount, p.Currency = contract.FundingApplyBrokerStatusV1Direction(r.Broker.Direction), &amount, r.Broker.Currency
+	}
+	env, err := s.Outbox.Append(ctx, tx, outbox.Event{
+		Payload:       p,
+		AggregateID:   account,
+		CorrelationID: brokerID,
+		Headers:       map[string]string{"source": "reconciler:" + string(source)},
+	})
+	if err != nil {
+		return false, false, fmt.Errorf("%s %s: finding %d: emit %s: %w", domain, brokerID, id, d.Command, err)
+	}
+	if _, err := tx.Exec(ctx, `update reconciliation_findings set command_event_id = $2 where id = $1`, id, env.EventID); err != nil {
+		return false, false, fmt.Errorf("%s %s: finding %d: link command %s: %w", domain, brokerID, id, env.EventID, err)
+	}
+	return true, true, nil
+}
+
+// CompleteCycle moves the cursor back to the start by compare-and-set.
+func (s *Store) CompleteCycle(ctx context.Context, job string, cursorID int64) error {
+	tag, err := s.pool.Exec(ctx, `update reconciliation_cursor
+		set last_id = 0, last_cycle_completed_at = now(), last_cycle_duration = now() - cycle_started_at,
+		    cycle_started_at = now(), cycles_completed = cycles_completed + 1, updated_at = now()
+		where job = $1 and last_id = $2`, job, cursorID)
+	if err != nil {
+		return fmt.Errorf("reconciler store: job %s: complete cycle: %w", job, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("reconciler store: job %s: cursor is no longer at id %d: %w", job, cursorID, reconciler.ErrConcurrentRun)
+	}
+	return nil
+}
+
+// MovementsByBrokerID reads the movements of refs and the database's clock.
+func (s *Store) MovementsByBrokerID(ctx context.Context, refs []reconciler.BrokerRef) ([]reconciler.Movement, time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `select now()`).Scan(&now); err != nil {
+		return nil, now, fmt.Errorf("reconciler store: clock: %w", err)
+	}
+	domains, ids := make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		domains[i], ids[i] = string(r.Domain), r.BrokerID
+	}
+	rows, err := s.pool.Query(ctx, `select `+movementCols+` from funding_movements
+		where (domain, broker_id) in (select * from unnest($1::text[], $2::text[])) order by id`, domains, ids)
+	if err != nil {
+		return nil, now, fmt.Errorf("reconciler store: movements of %d broker ids: %w", len(refs), err)
+	}
+	out, err := scanMovements(rows)
+	if err != nil {
+		return nil, now, fmt.Errorf("reconciler store: movements of %d broker ids: %w", len(refs), err)
+	}
+	return out, now, nil
+}
+
+// Accounts lists the accounts the mirror holds movements of.
+func (s *Store) Accounts(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `select distinct account_id from funding_movements order by 1`)
+	if err != nil {
+		return nil, fmt.Errorf("reconciler store: accounts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("reconciler store: accounts: %w", err)
+	}
+	return out, nil
+}
+
+// ResolveFinding closes finding id in tx if it is still open; funding-svc's
+// repair handler calls it in the transaction that applied the command.
+func ResolveFinding(ctx context.Context, tx pgx.Tx, id int64, how reconciler.Resolution, by, note string) (bool, error) {
+	tag, err := tx.Exec(ctx, `update reconciliation_findings
+		set resolved_at = now(), resolution = $2, resolved_by = $3, note = nullif($4, '')
+		where id = $1 and resolved_at is null`, id, string(how), by, note)
+	if err != nil {
+		return false, fmt.Errorf("resolve finding %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Finding is one finding as the tests and the review read it.
+type Finding struct {
+	ID             int64
+	Domain         funding.Domain
+	BrokerID       string
+	Kind           reconciler.Kind
+	Verdict        reconciler.Verdict
+	LocalStatus    string
+	ExternalStatus string
+	Source         reconciler.Source
+	Resolution     reconciler.Resolution
+}
+
+// Findings lists every finding, oldest first.
+func (s *Store) Findings(ctx context.Context) ([]Finding, error) {
+	rows, err := s.pool.Query(ctx, `select id, domain, broker_id, kind, verdict, local_status, coalesce(external_status, ''),
+			source, coalesce(resolution, '') from reconciliation_findings order by id`)
+	if err != nil {
+		return nil, fmt.Errorf("reconciler store: findings: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Finding, error) {
+		var f Finding
+		var d, k, v, src, res string
+		err := r.Scan(&f.ID, &d, &f.BrokerID, &k, &v, &f.LocalStatus, &f.ExternalStatus, &src, &res)
+		f.Domain, f.Kind, f.Verdict = funding.Domain(d), reconciler.Kind(k), reconciler.Verdict(v)
+		f.Source, f.Resolution = reconciler.Source(src), reconciler.Resolution(res)
+		return f, err
+	})
+}
