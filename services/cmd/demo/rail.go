@@ -97,8 +97,11 @@ func startRail(ctx context.Context, r *running, c config) (*rail, error) {
 	rl.firm = firm.Firm
 	// The stream rewind is short, so a message the broker dropped stays
 	// missing until the heal re-pulls its window; the resume loop and the
-	// poller run every second so the run settles in seconds.
-	rl.svc, err = start(c.binDir, c.logDir, "funding-svc", append(r.serviceEnv(c, "funding-svc"), "CONCORD_DATABASE_URL="+c.dbURLs["funding-svc"]),
+	// poller run every second so the run settles in seconds. A static
+	// group member: restarted after its kill, it takes its partitions of
+	// the repair commands back at once, not after the session timeout.
+	rl.svc, err = start(c.binDir, c.logDir, "funding-svc", append(r.serviceEnv(c, "funding-svc"), "CONCORD_DATABASE_URL="+c.dbURLs["funding-svc"],
+		"CONCORD_GROUP_INSTANCE_ID=funding-svc-1"),
 		"--broker-url", rl.sim, "--broker-key-id", brokerKey, "--broker-secret", brokerSecret, "--firm-account", rl.firm,
 		"--stream-rewind", "2s", "--poll-interval", "1s", "--resume-interval", "1s")
 	if err != nil {
@@ -153,9 +156,11 @@ func (rl *rail) run(ctx context.Context, step func(string, ...any)) error {
 			}
 		}
 	}
+	t0 := time.Now()
 	if err := rl.converged(ctx, 90*time.Second); err != nil {
 		return err
 	}
+	step("broker rail: withdrawals made, funding-svc converged on the broker in %s", time.Since(t0).Round(time.Millisecond))
 	// The cursor check reads the broker's replay of each stream, which
 	// the broker's stream faults would cut short: they pause meanwhile.
 	if err := rl.faults(ctx, "sse-disconnect-rate=0,sse-duplicate-rate=0,sse-reorder-rate=0"); err != nil {
@@ -171,8 +176,10 @@ func (rl *rail) run(ctx context.Context, step func(string, ...any)) error {
 // kill SIGKILLs funding-svc once the first credit is booked, corrects a
 // journal and returns a transfer while it is down, and restarts it.
 func (rl *rail) kill(ctx context.Context, step func(string, ...any), journal, transfer fundingapi.Movement) error {
-	if err := waitFor(ctx, 30*time.Second, "a first credit booked", func() (bool, error) {
-		return rl.count(ctx, `select count(*) from funding_entries`) > 0, nil
+	// Mid-stream: every stream has taken messages in (each has a cursor
+	// to survive) and money has started moving.
+	if err := waitFor(ctx, 30*time.Second, "every stream's cursor and a first credit", func() (bool, error) {
+		return rl.count(ctx, `select count(*) from funding_stream_cursors`) == 3 && rl.count(ctx, `select count(*) from funding_entries`) > 0, nil
 	}); err != nil {
 		return err
 	}
@@ -225,13 +232,6 @@ func (rl *rail) dropsAndHeal(ctx context.Context, step func(string, ...any)) err
 			return err
 		}
 		made = append(made, j, t)
-		if rl.healCLI && i%2 == 1 {
-			if err := rl.call(ctx, http.MethodPost, rl.sim+"/v1beta/demo/banking/funding",
-				map[string]string{"account_id": a, "amount": fundingbroker.FormatCents(int64(4_000 + 100*i))}, nil); err != nil {
-				return fmt.Errorf("wallet transfer to %s: %w", a, err)
-			}
-			rl.wallet++
-		}
 	}
 	if err := rl.correct(ctx, made[2]); err != nil {
 		return err
@@ -239,21 +239,43 @@ func (rl *rail) dropsAndHeal(ctx context.Context, step func(string, ...any)) err
 	if err := rl.returnTransfer(ctx, made[len(made)-1]); err != nil {
 		return err
 	}
+	t0 := time.Now()
 	if err := rl.settledAtBroker(ctx, 60*time.Second); err != nil {
 		return err
 	}
+	step("broker rail: the broker settled the second half (stream drops %s) in %s", drops, time.Since(t0).Round(time.Millisecond))
 	if err := rl.faults(ctx, rl.c.brokerFaults+",sse-drop-rate=0"); err != nil {
 		return err
 	}
 	if rl.healCLI {
-		out, err := rl.heal(ctx, since, time.Now().Add(time.Second))
+		// Money arriving in funding wallets, as in Alpaca's sandbox: no
+		// event tells funding-svc. The heal finds them still pending, and
+		// funding-svc's poller sees them complete.
+		for i, a := range rl.accounts {
+			if i%2 == 0 {
+				continue
+			}
+			if err := rl.call(ctx, http.MethodPost, rl.sim+"/v1beta/demo/banking/funding",
+				map[string]string{"account_id": a, "amount": fundingbroker.FormatCents(int64(4_000 + 100*i))}, nil); err != nil {
+				return fmt.Errorf("wallet transfer to %s: %w", a, err)
+			}
+			rl.wallet++
+		}
+		// The window's ends go in whole seconds: until rounds up, so what
+		// was just made falls inside it.
+		out, err := rl.heal(ctx, since.Truncate(time.Second), time.Now().Truncate(time.Second).Add(time.Second))
 		if err != nil {
 			return err
 		}
 		rl.healed = out
 		step("broker rail: healed the window since %s", since.UTC().Format(time.TimeOnly))
 	}
-	return rl.converged(ctx, 90*time.Second)
+	t0 = time.Now()
+	if err := rl.converged(ctx, 90*time.Second); err != nil {
+		return err
+	}
+	step("broker rail: converged %s after the heal", time.Since(t0).Round(time.Millisecond))
+	return nil
 }
 
 // heal re-pulls the broker's window [since, until) and repairs what
