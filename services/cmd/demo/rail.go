@@ -446,6 +446,14 @@ func (rl *rail) count(ctx context.Context, sql string) int64 {
 	return n
 }
 
+// hints prints where to look at the rail, beside the demo's other hints.
+func (rl *rail) hints() {
+	fmt.Printf(`  broker rail    curl -s %[1]s/v1/funding/accounts/%[2]s/balance | jq      (funding-svc's API)
+                 curl -s %[3]s/__admin/stats | jq      (broker-sim)
+                 psql '%[4]s' -c 'select domain, status, count(*), sum(amount) from funding_movements group by 1, 2'
+`, rl.api, rl.accounts[0], rl.sim, rl.c.dbURLs["funding-svc"])
+}
+
 func cursorList(cs map[string]string) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(cs)) {

@@ -159,6 +159,9 @@ Where to look next (the services stop when the demo ends; add --keep-running to 
   logs           %[8]s/*.log
 `, r.orderURL, r.invURL, r.ops["payment-svc"], r.sim, c.dbURLs["order-svc"], c.dbURLs["payment-svc"], c.dbURLs["inventory-svc"], c.logDir, c.binDir,
 		r.orderKey)
+	if rl != nil {
+		rl.hints()
+	}
 	if c.keepRunning {
 		fmt.Println("\nservices keep running; Ctrl-C stops them")
 		<-ctx.Done()
