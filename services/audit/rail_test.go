@@ -1,7 +1,6 @@
 package audit_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/concordhq/concord/services/audit"
@@ -158,22 +157,7 @@ func TestEachRailCheckFindsItsViolation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := healthyRail()
 			tc.breakIt(&s)
-			var got []audit.Violation
-			checked := false
-			for _, r := range audit.Rail(s) {
-				if strings.HasPrefix(r.Check, tc.check) {
-					checked, got = true, r.Violations
-				}
-			}
-			if !checked {
-				t.Fatalf("no check named %q", tc.check)
-			}
-			for _, v := range got {
-				if strings.HasPrefix(v.Subject, tc.subject) && strings.Contains(v.Problem, tc.problem) {
-					return
-				}
-			}
-			t.Errorf("%s: got %v; want a violation of %s mentioning %q", tc.check, got, tc.subject, tc.problem)
+			wantViolation(t, audit.Rail(s), tc.check, tc.subject, tc.problem)
 		})
 	}
 }

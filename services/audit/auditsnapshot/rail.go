@@ -32,13 +32,7 @@ type RailSources struct {
 func ReadRail(ctx context.Context, src RailSources) (audit.RailSnapshot, error) {
 	var s audit.RailSnapshot
 	var err error
-	read := func(what string, f func() error) {
-		if err == nil {
-			if e := f(); e != nil {
-				err = fmt.Errorf("rail snapshot: %s: %w", what, e)
-			}
-		}
-	}
+	read := reads("rail snapshot", &err)
 	read("movements", func() (e error) {
 		s.Movements, e = rows(ctx, src.Funding, `select id, domain, coalesce(broker_id, ''), coalesce(intent_key, ''), account_id, direction, amount,
 			status, broker_status from funding_movements order by id`, pgx.RowToStructByPos[audit.RailMovement])
