@@ -132,6 +132,9 @@ func run(ctx context.Context, args []string) error {
 		u.Path = "/" + db.name
 		*db.url = u.String()
 	}
+	if c.rail && c.railAccounts < 2 {
+		return kit.Usagef("--rail-accounts %d: the rail needs at least 2 accounts", c.railAccounts)
+	}
 	if c.orchestratedShare < 0 || c.orchestratedShare > 1 {
 		return kit.Usagef("--orchestrated-share %v: want a share between 0 and 1", c.orchestratedShare)
 	}

@@ -156,11 +156,9 @@ func (rl *rail) run(ctx context.Context, step func(string, ...any)) error {
 			}
 		}
 	}
-	t0 := time.Now()
-	if err := rl.converged(ctx, 90*time.Second); err != nil {
+	if err := rl.converged(ctx, step, "withdrawals made"); err != nil {
 		return err
 	}
-	step("broker rail: withdrawals made, funding-svc converged on the broker in %s", time.Since(t0).Round(time.Millisecond))
 	// The cursor check reads the broker's replay of each stream, which
 	// the broker's stream faults would cut short: they pause meanwhile.
 	if err := rl.faults(ctx, "sse-disconnect-rate=0,sse-duplicate-rate=0,sse-reorder-rate=0"); err != nil {
@@ -239,11 +237,10 @@ func (rl *rail) dropsAndHeal(ctx context.Context, step func(string, ...any)) err
 	if err := rl.returnTransfer(ctx, made[len(made)-1]); err != nil {
 		return err
 	}
-	t0 := time.Now()
 	if err := rl.settledAtBroker(ctx, 60*time.Second); err != nil {
 		return err
 	}
-	step("broker rail: the broker settled the second half (stream drops %s) in %s", drops, time.Since(t0).Round(time.Millisecond))
+	step("broker rail: more deposits, a correction and a return settled at the broker (stream faults: %s,%s)", rl.c.brokerFaults, drops)
 	if err := rl.faults(ctx, rl.c.brokerFaults+",sse-drop-rate=0"); err != nil {
 		return err
 	}
@@ -270,12 +267,7 @@ func (rl *rail) dropsAndHeal(ctx context.Context, step func(string, ...any)) err
 		rl.healed = out
 		step("broker rail: healed the window since %s", since.UTC().Format(time.TimeOnly))
 	}
-	t0 = time.Now()
-	if err := rl.converged(ctx, 90*time.Second); err != nil {
-		return err
-	}
-	step("broker rail: converged %s after the heal", time.Since(t0).Round(time.Millisecond))
-	return nil
+	return rl.converged(ctx, step, "after the heal")
 }
 
 // heal re-pulls the broker's window [since, until) and repairs what
@@ -380,10 +372,13 @@ func (rl *rail) settledAtBroker(ctx context.Context, timeout time.Duration) erro
 }
 
 // converged waits until the broker is settled, funding-svc mirrors it and
-// every account.* event is published.
-func (rl *rail) converged(ctx context.Context, timeout time.Duration) error {
+// every account.* event is published, and says how long that took. A rail
+// that does not converge is no error here: the invariants then say what
+// is left; only ctx's end is.
+func (rl *rail) converged(ctx context.Context, step func(string, ...any), when string) error {
 	var last audit.Result
-	err := waitFor(ctx, timeout, "funding-svc converges on the broker", func() (bool, error) {
+	t0 := time.Now()
+	err := waitFor(ctx, 90*time.Second, "funding-svc converges on the broker", func() (bool, error) {
 		s, err := rl.snapshot(ctx)
 		if err != nil {
 			return false, err
@@ -392,9 +387,13 @@ func (rl *rail) converged(ctx context.Context, timeout time.Duration) error {
 		unpublished := rl.count(ctx, `select count(*) from outbox where published_at is null`)
 		return pendingAtBroker(s) == 0 && last.Holds() && unpublished == 0, nil
 	})
-	if err != nil {
-		// Not fatal: the invariants print what is left.
-		fmt.Printf("    %v (%s)\n", err, last.Detail())
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		step("broker rail, %s: %v (%s)", when, err, last.Detail())
+	default:
+		step("broker rail, %s: funding-svc converged on the broker in %s", when, time.Since(t0).Round(time.Millisecond))
 	}
 	return nil
 }
