@@ -155,7 +155,7 @@ func (b *BrokerReconciler) RunBatch(ctx context.Context) (BrokerBatchReport, err
 	}
 	seen := b.observe(ctx, ask)
 	var results []MovementResult
-	asked, answered := len(ask), 0
+	answered := 0
 	for _, m := range page.Rows {
 		if Settled(m.Status, m.UpdatedAt, page.Now, b.cfg.ExecutedWindow) {
 			continue
@@ -170,27 +170,9 @@ func (b *BrokerReconciler) RunBatch(ctx context.Context) (BrokerBatchReport, err
 		results = append(results, MovementResult{Movement: m, Known: true, Broker: o.Record, Decision: d})
 	}
 	rep.Scanned, rep.Observed, rep.Calls = len(page.Rows), answered, b.cfg.Broker.Calls()-calls
-	for v, n := range rep.Counts {
-		b.cfg.Metrics.verdict(v, n)
-	}
-	if ctx.Err() != nil {
-		return rep, fmt.Errorf("reconciler: job %s: batch after id %d: %w", b.cfg.Job, page.CursorID, ctx.Err())
-	}
-	if asked > 0 && answered == 0 {
-		return rep, fmt.Errorf("reconciler: job %s: batch after id %d: none of %d movements could be verified: %w",
-			b.cfg.Job, page.CursorID, asked, ErrProviderUnavailable)
-	}
-	stats, err := b.cfg.Store.RecordMovements(ctx, page, results)
-	if err != nil {
-		if errors.Is(err, ErrConcurrentRun) {
-			b.cfg.Metrics.concurrent()
-		}
-		return rep, fmt.Errorf("reconciler: job %s: record batch after id %d: %w", b.cfg.Job, page.CursorID, err)
-	}
-	b.cfg.Metrics.recorded(stats)
-	rep.RecordStats = stats
-	rep.CursorTo = page.Rows[len(page.Rows)-1].ID
-	return rep, nil
+	err = finishBatch(ctx, b.cfg.Metrics, b.cfg.Job, &rep.BatchReport, len(ask), page.Rows[len(page.Rows)-1].ID,
+		func() (RecordStats, error) { return b.cfg.Store.RecordMovements(ctx, page, results) })
+	return rep, err
 }
 
 // note logs a status no map knows: it is recorded for review, never a crash.
@@ -297,48 +279,19 @@ type BrokerCycleReport struct {
 
 // RunCycle runs batches until the cursor wraps (see Scanner.RunCycle).
 func (b *BrokerReconciler) RunCycle(ctx context.Context) (BrokerCycleReport, error) {
-	start := time.Now()
-	var rep BrokerCycleReport
-	for {
+	settled := 0
+	rep, err := runCycle(ctx, b.cfg.Metrics, func(ctx context.Context) (BatchReport, error) {
 		bt, err := b.RunBatch(ctx)
-		rep.add(bt.BatchReport)
-		rep.Settled += bt.Settled
-		rep.Duration = time.Since(start)
-		switch {
-		case errors.Is(err, ErrConcurrentRun):
-			rep.Concurrent++
-			continue
-		case err != nil:
-			return rep, err
-		case bt.Wrapped:
-			b.cfg.Metrics.cycle(rep.Duration)
-			return rep, nil
-		}
-	}
+		settled += bt.Settled
+		return bt.BatchReport, err
+	})
+	return BrokerCycleReport{CycleReport: rep, Settled: settled}, err
 }
 
 // Run scans until ctx ends, as Scanner.Run.
 func (b *BrokerReconciler) Run(ctx context.Context, idle, backoff time.Duration) error {
-	for {
+	return runLoop(ctx, idle, backoff, b.log, func(ctx context.Context) (CycleReport, []any, error) {
 		rep, err := b.RunCycle(ctx)
-		wait := idle
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			b.log.Warn("reconciler: broker cycle failed; backing off", "backoff", backoff, "err", err)
-			wait = backoff
-		default:
-			b.log.Info("reconciler: broker cycle complete", "duration", rep.Duration, "batches", rep.Batches,
-				"verdicts", rep.Counts, "settled", rep.Settled, "findings_opened", rep.FindingsOpened,
-				"commands", rep.CommandsEmitted, "calls", rep.Calls)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
+		return rep.CycleReport, []any{"settled", rep.Settled}, err
+	})
 }

@@ -162,27 +162,36 @@ func (s *Scanner) RunBatch(ctx context.Context) (BatchReport, error) {
 		}
 	}
 	rep.Scanned, rep.Observed = len(page.Rows), answered
+	err = finishBatch(ctx, s.cfg.Metrics, s.cfg.Job, &rep, asked, page.Rows[len(page.Rows)-1].PaymentID,
+		func() (RecordStats, error) { return s.cfg.Store.Record(ctx, page, results) })
+	return rep, err
+}
+
+// finishBatch counts a batch's verdicts and records it (the cursor moving
+// to last), unless ctx ended or none of the asked rows could be verified:
+// then nothing is recorded and the cursor stays, so the page is retried.
+func finishBatch(ctx context.Context, m *Metrics, job string, rep *BatchReport, asked int, last int64, record func() (RecordStats, error)) error {
 	for v, n := range rep.Counts {
-		s.cfg.Metrics.verdict(v, n)
+		m.verdict(v, n)
 	}
 	if ctx.Err() != nil {
-		return rep, fmt.Errorf("reconciler: job %s: batch after id %d: %w", s.cfg.Job, page.CursorID, ctx.Err())
+		return fmt.Errorf("reconciler: job %s: batch after id %d: %w", job, rep.CursorFrom, ctx.Err())
 	}
-	if asked > 0 && answered == 0 {
-		return rep, fmt.Errorf("reconciler: job %s: batch after id %d: none of %d rows could be verified: %w",
-			s.cfg.Job, page.CursorID, asked, ErrProviderUnavailable)
+	if asked > 0 && rep.Observed == 0 {
+		return fmt.Errorf("reconciler: job %s: batch after id %d: none of %d rows could be verified: %w",
+			job, rep.CursorFrom, asked, ErrProviderUnavailable)
 	}
-	stats, err := s.cfg.Store.Record(ctx, page, results)
+	stats, err := record()
 	if err != nil {
 		if errors.Is(err, ErrConcurrentRun) {
-			s.cfg.Metrics.concurrent()
+			m.concurrent()
 		}
-		return rep, fmt.Errorf("reconciler: job %s: record batch after id %d: %w", s.cfg.Job, page.CursorID, err)
+		return fmt.Errorf("reconciler: job %s: record batch after id %d: %w", job, rep.CursorFrom, err)
 	}
-	s.cfg.Metrics.recorded(stats)
+	m.recorded(stats)
 	rep.RecordStats = stats
-	rep.CursorTo = page.Rows[len(page.Rows)-1].PaymentID
-	return rep, nil
+	rep.CursorTo = last
+	return nil
 }
 
 func needsCall(r Row, now time.Time, grace time.Duration) bool {
@@ -377,10 +386,15 @@ func (c *CycleReport) add(b BatchReport) {
 // and the scan continues from the winner's cursor. A provider outage ends
 // the cycle early with an error wrapping ErrProviderUnavailable.
 func (s *Scanner) RunCycle(ctx context.Context) (CycleReport, error) {
+	return runCycle(ctx, s.cfg.Metrics, s.RunBatch)
+}
+
+// runCycle runs batch until the cursor wraps (see Scanner.RunCycle).
+func runCycle(ctx context.Context, m *Metrics, batch func(context.Context) (BatchReport, error)) (CycleReport, error) {
 	start := time.Now()
 	var rep CycleReport
 	for {
-		b, err := s.RunBatch(ctx)
+		b, err := batch(ctx)
 		rep.add(b)
 		rep.Duration = time.Since(start)
 		switch {
@@ -390,7 +404,7 @@ func (s *Scanner) RunCycle(ctx context.Context) (CycleReport, error) {
 		case err != nil:
 			return rep, err
 		case b.Wrapped:
-			s.cfg.Metrics.cycle(rep.Duration)
+			m.cycle(rep.Duration)
 			return rep, nil
 		}
 	}
@@ -400,23 +414,33 @@ func (s *Scanner) RunCycle(ctx context.Context) (CycleReport, error) {
 // a provider outage. Concurrent runs are expected when several replicas run
 // and are only logged.
 func (s *Scanner) Run(ctx context.Context, idle, backoff time.Duration) error {
-	for {
+	return runLoop(ctx, idle, backoff, s.log, func(ctx context.Context) (CycleReport, []any, error) {
 		rep, err := s.RunCycle(ctx)
+		return rep, nil, err
+	})
+}
+
+// runLoop runs cycle until ctx ends, pausing idle between cycles and
+// backoff after a failed one; extra are more fields for the cycle's log.
+func runLoop(ctx context.Context, idle, backoff time.Duration, log *slog.Logger,
+	cycle func(context.Context) (rep CycleReport, extra []any, err error)) error {
+	for {
+		rep, extra, err := cycle(ctx)
 		wait := idle
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, ErrProviderUnavailable):
-			s.log.Warn("reconciler: provider unavailable; backing off", "backoff", backoff, "err", err)
+			log.Warn("reconciler: provider unavailable; backing off", "backoff", backoff, "err", err)
 			wait = backoff
 		case err != nil:
-			s.log.Error("reconciler: cycle failed", "err", err)
+			log.Error("reconciler: cycle failed", "err", err)
 			wait = backoff
 		default:
-			s.log.Info("reconciler: cycle complete", "duration", rep.Duration, "batches", rep.Batches,
+			log.Info("reconciler: cycle complete", append([]any{"duration", rep.Duration, "batches", rep.Batches,
 				"verdicts", rep.Counts, "findings_opened", rep.FindingsOpened,
 				"commands", rep.CommandsEmitted, "calls", rep.Calls, "calls_per_verified_row", rep.CallsPerVerifiedRow(),
-				"concurrent", rep.Concurrent)
+				"concurrent", rep.Concurrent}, extra...)...)
 		}
 		t := time.NewTimer(wait)
 		select {

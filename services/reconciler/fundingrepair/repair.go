@@ -23,7 +23,7 @@ import (
 	"github.com/concordhq/concord/services/funding"
 	"github.com/concordhq/concord/services/funding/fundingstore"
 	"github.com/concordhq/concord/services/reconciler"
-	"github.com/concordhq/concord/services/reconciler/reconcilerfunding"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 )
 
 // Topic is where the reconciler's funding commands are published.
@@ -84,7 +84,7 @@ func Apply(ctx context.Context, tx pgx.Tx, store *fundingstore.Store, ev idempot
 	default:
 		note = fmt.Sprintf("movement was %s when the command (%s) arrived", res.Status, d.BrokerStatus)
 	}
-	if _, err := reconcilerfunding.ResolveFinding(ctx, tx, d.FindingID, how, ResolvedBy, note); err != nil {
+	if _, err := reconcilerstore.ResolveFinding(ctx, tx, d.FindingID, how, ResolvedBy, note); err != nil {
 		return fmt.Errorf("repair command %s: %s %s: %w", ev.EventID, domain, d.BrokerID, err)
 	}
 	return nil

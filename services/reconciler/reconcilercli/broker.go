@@ -1,12 +1,17 @@
 package reconcilercli
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +24,7 @@ import (
 	"github.com/concordhq/concord/services/reconciler"
 	"github.com/concordhq/concord/services/reconciler/reconcilerbroker"
 	"github.com/concordhq/concord/services/reconciler/reconcilerfunding"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 )
 
 // broker is `reconciler broker heal|once|run`: the broker rail, funding-svc's
@@ -36,7 +42,84 @@ transfers with the broker, record every drift once, and emit repair commands
 		{Name: "heal", Summary: "re-pull the broker's activities, journals and transfers of --since..--until and repair what was missed", Run: sub("heal")},
 		{Name: "once", Summary: "one full cycle of the cursor scan over the funding movements, print its summary and exit", Run: sub("once")},
 		{Name: "run", Summary: "scan in a loop, heal on a schedule, serve /metrics", Run: sub("run")},
+		{Name: "findings", Summary: "the broker rail's open findings, newest first (--all includes resolved ones)",
+			Run: func(ctx context.Context, args []string) error { return brokerFindings(ctx, "findings", args, out) }},
+		{Name: "resolve", Summary: `resolve ID --note "what was done": close a broker rail finding`,
+			Run: func(ctx context.Context, args []string) error { return brokerFindings(ctx, "resolve", args, out) }},
 	})
+}
+
+// brokerFindings is `reconciler broker findings` and `reconciler broker
+// resolve ID --note …`: the review workflow over the funding database's
+// findings.
+func brokerFindings(ctx context.Context, cmd string, args []string, out io.Writer) error {
+	fs := kit.NewFlagSet("reconciler broker "+cmd, "reconciler broker "+cmd+": review the drift recorded between funding-svc's mirror and the broker.")
+	fs.SetOutput(out)
+	dbURL := fs.String("funding-database-url", "", "", "funding-svc's database, where the broker rail's findings are")
+	var all *bool
+	var limit *int
+	var note, by *string
+	if cmd == "findings" {
+		all = fs.Bool("all", "", false, "include resolved findings")
+		limit = fs.Int("limit", "", 100, "at most this many, newest first")
+	} else {
+		fs.SetUsage("reconciler broker resolve ID --note NOTE [flags]")
+		note = fs.String("note", "", "", "what was done about it (required)")
+		by = fs.String("by", "", cmp.Or(os.Getenv("USER"), "operator"), "who resolves it (default: $USER, else operator)")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var id int64
+	switch rest := fs.Args(); {
+	case cmd == "findings" && len(rest) > 0:
+		return kit.Usagef("broker findings: unexpected argument %q", rest[0])
+	case cmd == "resolve":
+		if len(rest) != 1 {
+			return kit.Usagef("broker resolve: exactly one finding id is required")
+		}
+		n, err := strconv.ParseInt(rest[0], 10, 64)
+		if err != nil || n <= 0 {
+			return kit.Usagef("broker resolve: %q is not a finding id", rest[0])
+		}
+		if id = n; strings.TrimSpace(*note) == "" {
+			return kit.Usagef("broker resolve %d: --note saying what was done is required", id)
+		}
+	}
+	if err := kit.Require("funding-database-url", *dbURL); err != nil {
+		return kit.UsageError{Err: err}
+	}
+	pool, err := kit.NewPool(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := reconcilerfunding.Migrate(ctx, pool); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if cmd == "resolve" {
+		// The findings table has the payments database's shape, so the
+		// payments store's resolution (and its checks) serve it as well.
+		if err := reconcilerstore.New(pool).Resolve(ctx, id, *by, *note); err != nil {
+			if errors.Is(err, reconciler.ErrFindingNotFound) || errors.Is(err, reconciler.ErrFindingResolved) {
+				return kit.UsageError{Err: err}
+			}
+			return err
+		}
+		fmt.Fprintf(out, "finding %d resolved\n", id)
+		return nil
+	}
+	found, err := reconcilerfunding.New(pool).Findings(ctx, *all, *limit)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tDOMAIN\tBROKER ID\tACCOUNT\tKIND\tVERDICT\tLOCAL\tBROKER\tDETECTED\tRESOLUTION")
+	for _, f := range found {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.ID, f.Domain, dash(f.BrokerID), f.AccountID, f.Kind, f.Verdict,
+			f.LocalStatus, dash(f.ExternalStatus), f.DetectedAt.UTC().Format(time.RFC3339), dash(string(f.Resolution)))
+	}
+	return tw.Flush()
 }
 
 // brokerFlags are the flags of the broker subcommands.

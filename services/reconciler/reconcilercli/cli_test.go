@@ -64,7 +64,10 @@ func TestBadUsageIsAUsageError(t *testing.T) {
 		"broker once without firm": brokerCommand(ctx, "once", []string{"--funding-database-url", "postgres://x", "--broker-url", "http://x"}, io.Discard),
 		"broker with no workers": brokerCommand(ctx, "once", []string{"--funding-database-url", "postgres://x", "--broker-url", "http://x",
 			"--firm-account", "f", "--workers", "0"}, io.Discard),
-		"broker unknown command": broker(ctx, []string{"reconcile"}, io.Discard),
+		"broker unknown command":      broker(ctx, []string{"reconcile"}, io.Discard),
+		"broker resolve without note": brokerFindings(ctx, "resolve", []string{"7", "--funding-database-url", "postgres://x"}, io.Discard),
+		"broker resolve a non-id":     brokerFindings(ctx, "resolve", []string{"x", "--note", "n"}, io.Discard),
+		"broker findings without db":  brokerFindings(ctx, "findings", nil, io.Discard),
 	} {
 		if !errors.As(err, new(kit.UsageError)) {
 			t.Errorf("%s: %v, want a usage error", name, err)

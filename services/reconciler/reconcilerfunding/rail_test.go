@@ -1,12 +1,16 @@
 package reconcilerfunding_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +31,7 @@ import (
 	"github.com/concordhq/concord/services/reconciler"
 	"github.com/concordhq/concord/services/reconciler/fundingrepair"
 	"github.com/concordhq/concord/services/reconciler/reconcilerbroker"
+	"github.com/concordhq/concord/services/reconciler/reconcilercli"
 	"github.com/concordhq/concord/services/reconciler/reconcilerfunding"
 )
 
@@ -353,6 +358,27 @@ func TestAnUnknownBrokerStatusGoesToReview(t *testing.T) {
 	if err != nil || got.Status != funding.Pending || h.rail.Balance(acct) != 0 || h.commands() != 0 {
 		t.Fatalf("movement %+v (%v), balance %d, %d commands; want it pending, nothing applied", got, err, h.rail.Balance(acct), h.commands())
 	}
+
+	// The review workflow: the finding is listed, and a person closes it.
+	db := h.rail.Pool.Config().ConnString()
+	var out bytes.Buffer
+	if err := reconcilercli.Run(context.Background(), []string{"broker", "findings", "--funding-database-url", db}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), m.BrokerID) || !strings.Contains(out.String(), string(reconciler.KindUnknownExternalStatus)) {
+		t.Fatalf("broker findings:\n%s\nwant the %s finding of %s", out.String(), reconciler.KindUnknownExternalStatus, m.BrokerID)
+	}
+	fs, err := h.store.Findings(context.Background(), false, 10)
+	if err != nil || len(fs) != 1 {
+		t.Fatalf("open findings %+v (%v), want 1", fs, err)
+	}
+	if err := reconcilercli.Run(context.Background(), []string{"broker", "resolve", strconv.FormatInt(fs[0].ID, 10), "--note", "asked the broker",
+		"--funding-database-url", db}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if fs, err := h.store.Findings(context.Background(), false, 10); err != nil || len(fs) != 0 {
+		t.Fatalf("open findings after resolve: %+v (%v), want none", fs, err)
+	}
 }
 
 // The broker allows 6 calls a second and the heal needs about 20 with 4
@@ -400,6 +426,7 @@ func TestHealWaitsOutTheRateLimitUntilReset(t *testing.T) {
 	elapsed := time.Since(began)
 	refused := h.rail.Sim.Stats().RateLimited - before
 	windows := int64(elapsed/time.Second) + 2
+	t.Logf("heal under 6 calls/s: %d calls, %d answered 429 (broker counted %d), %s", rep.Calls, rep.RateLimited, refused, elapsed.Round(time.Millisecond))
 	if rep.RateLimited == 0 || refused == 0 {
 		t.Fatalf("the heal never met the limit (%d calls in %s); the test proves nothing", rep.Calls, elapsed)
 	}
@@ -408,5 +435,38 @@ func TestHealWaitsOutTheRateLimitUntilReset(t *testing.T) {
 	}
 	if rep.Calls < 2*len(accounts) {
 		t.Fatalf("%d calls; want the transfers and wallet transfers of %d accounts listed", rep.Calls, len(accounts))
+	}
+}
+
+// Funding-wallet transfers send no events at all: money arriving in an
+// account's wallet that funding-svc never created is invisible to its
+// streams. Heal lists the account's wallet transfers, mirrors the one the
+// broker completed under its id, and the credit matches the broker's
+// cash.
+func TestHealMirrorsAnEventlessWalletTransfer(t *testing.T) {
+	h := newHarness(t, brokersim.Config{Seed: 66})
+	acct := h.rail.Account()
+	// Known to the mirror through an earlier, settled movement.
+	if _, err := h.rail.Pool.Exec(context.Background(), `insert into funding_movements (domain, broker_id, account_id, direction, amount, currency, status, updated_at)
+		values ('journal', 'old', $1, 'credit', 100, 'USD', 'CANCELLED', now() - interval '30 days')`, acct); err != nil {
+		t.Fatal(err)
+	}
+	var w struct {
+		ID string `json:"id"`
+	}
+	h.rail.Call(http.MethodPost, "/v1beta/demo/banking/funding", map[string]string{"account_id": acct, "amount": "42.00"}, &w)
+	fundingtest.Eventually(t, within, "the wallet transfer completes at the broker", func() (bool, string) {
+		c := h.rail.BrokerCash(acct)
+		return c == 4200, fmt.Sprintf("broker cash %d", c)
+	})
+	h.repairs()
+	rep := h.heal(h.reconciler(time.Hour))
+	if rep.WalletTransfers != 1 || rep.ByKind[reconciler.KindMissingLocally] != 1 || rep.CommandsEmitted != 1 {
+		t.Fatalf("heal: %+v; want the wallet transfer found missing locally and one command", rep)
+	}
+	h.converged(acct)
+	m, err := h.rail.Store.ByBrokerID(context.Background(), funding.WalletTransfer, w.ID)
+	if err != nil || m.Status != funding.Completed || m.Amount != 4200 {
+		t.Fatalf("wallet transfer %s mirrored as %+v (%v); want completed, 4200", w.ID, m, err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/funding"
 	"github.com/concordhq/concord/services/reconciler"
+	"github.com/concordhq/concord/services/reconciler/reconcilerstore"
 )
 
 //go:embed migrations/*.sql
@@ -66,12 +67,9 @@ func scanMovements(rows pgx.Rows) ([]reconciler.Movement, error) {
 func (s *Store) ReadMovements(ctx context.Context, job string, limit int) (reconciler.MovementPage, error) {
 	page := reconciler.MovementPage{Job: job}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `insert into reconciliation_cursor (job) values ($1) on conflict do nothing`, job); err != nil {
-			return fmt.Errorf("create cursor: %w", err)
-		}
-		if err := tx.QueryRow(ctx, `select last_id, now() from reconciliation_cursor where job = $1`, job).
-			Scan(&page.CursorID, &page.Now); err != nil {
-			return fmt.Errorf("read cursor: %w", err)
+		var err error
+		if page.CursorID, page.Now, err = reconcilerstore.ReadCursor(ctx, tx, job); err != nil {
+			return err
 		}
 		rows, err := tx.Query(ctx, `select `+movementCols+` from funding_movements where id > $1 order by id limit $2`, page.CursorID, limit)
 		if err != nil {
@@ -98,14 +96,10 @@ func (s *Store) RecordMovements(ctx context.Context, page reconciler.MovementPag
 	next := page.Rows[len(page.Rows)-1].ID
 	var stats reconciler.RecordStats
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `update reconciliation_cursor set last_id = $3, updated_at = now()
-			where job = $1 and last_id = $2`, page.Job, page.CursorID, next)
-		if err != nil {
-			return fmt.Errorf("advance cursor %d → %d: %w", page.CursorID, next, err)
+		if err := reconcilerstore.AdvanceCursor(ctx, tx, page.Job, page.CursorID, next); err != nil {
+			return err
 		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("cursor is no longer at id %d: %w", page.CursorID, reconciler.ErrConcurrentRun)
-		}
+		var err error
 		stats, err = s.apply(ctx, tx, reconciler.SourceScan, results)
 		return err
 	})
@@ -255,17 +249,7 @@ func (s *Store) openFinding(ctx context.Context, tx pgx.Tx, source reconciler.So
 
 // CompleteCycle moves the cursor back to the start by compare-and-set.
 func (s *Store) CompleteCycle(ctx context.Context, job string, cursorID int64) error {
-	tag, err := s.pool.Exec(ctx, `update reconciliation_cursor
-		set last_id = 0, last_cycle_completed_at = now(), last_cycle_duration = now() - cycle_started_at,
-		    cycle_started_at = now(), cycles_completed = cycles_completed + 1, updated_at = now()
-		where job = $1 and last_id = $2`, job, cursorID)
-	if err != nil {
-		return fmt.Errorf("reconciler store: job %s: complete cycle: %w", job, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("reconciler store: job %s: cursor is no longer at id %d: %w", job, cursorID, reconciler.ErrConcurrentRun)
-	}
-	return nil
+	return reconcilerstore.CompleteCycle(ctx, s.pool, job, cursorID)
 }
 
 // MovementsByBrokerID reads the movements of refs and the database's clock.
@@ -303,42 +287,34 @@ func (s *Store) Accounts(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// ResolveFinding closes finding id in tx if it is still open; funding-svc's
-// repair handler calls it in the transaction that applied the command.
-func ResolveFinding(ctx context.Context, tx pgx.Tx, id int64, how reconciler.Resolution, by, note string) (bool, error) {
-	tag, err := tx.Exec(ctx, `update reconciliation_findings
-		set resolved_at = now(), resolution = $2, resolved_by = $3, note = nullif($4, '')
-		where id = $1 and resolved_at is null`, id, string(how), by, note)
-	if err != nil {
-		return false, fmt.Errorf("resolve finding %d: %w", id, err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
-// Finding is one finding as the tests and the review read it.
+// Finding is one finding of the broker rail.
 type Finding struct {
 	ID             int64
 	Domain         funding.Domain
 	BrokerID       string
+	AccountID      string
 	Kind           reconciler.Kind
 	Verdict        reconciler.Verdict
 	LocalStatus    string
 	ExternalStatus string
 	Source         reconciler.Source
+	DetectedAt     time.Time
 	Resolution     reconciler.Resolution
 }
 
-// Findings lists every finding, oldest first.
-func (s *Store) Findings(ctx context.Context) ([]Finding, error) {
-	rows, err := s.pool.Query(ctx, `select id, domain, broker_id, kind, verdict, local_status, coalesce(external_status, ''),
-			source, coalesce(resolution, '') from reconciliation_findings order by id`)
+// Findings lists the open findings (all: resolved ones too), newest
+// first, at most limit.
+func (s *Store) Findings(ctx context.Context, all bool, limit int) ([]Finding, error) {
+	rows, err := s.pool.Query(ctx, `select id, domain, broker_id, account_id, kind, verdict, local_status,
+			coalesce(external_status, ''), source, detected_at, coalesce(resolution, '')
+		from reconciliation_findings where $1 or resolved_at is null order by id desc limit $2`, all, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reconciler store: findings: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Finding, error) {
 		var f Finding
 		var d, k, v, src, res string
-		err := r.Scan(&f.ID, &d, &f.BrokerID, &k, &v, &f.LocalStatus, &f.ExternalStatus, &src, &res)
+		err := r.Scan(&f.ID, &d, &f.BrokerID, &f.AccountID, &k, &v, &f.LocalStatus, &f.ExternalStatus, &src, &f.DetectedAt, &res)
 		f.Domain, f.Kind, f.Verdict = funding.Domain(d), reconciler.Kind(k), reconciler.Verdict(v)
 		f.Source, f.Resolution = reconciler.Source(src), reconciler.Resolution(res)
 		return f, err

@@ -68,12 +68,9 @@ func scanRows(rows pgx.Rows) ([]reconciler.Row, error) {
 func (s *Store) ReadPage(ctx context.Context, job string, limit int) (reconciler.Page, error) {
 	page := reconciler.Page{Job: job}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `insert into reconciliation_cursor (job) values ($1) on conflict do nothing`, job); err != nil {
-			return fmt.Errorf("create cursor: %w", err)
-		}
-		if err := tx.QueryRow(ctx, `select last_id, now() from reconciliation_cursor where job = $1`, job).
-			Scan(&page.CursorID, &page.Now); err != nil {
-			return fmt.Errorf("read cursor: %w", err)
+		var err error
+		if page.CursorID, page.Now, err = ReadCursor(ctx, tx, job); err != nil {
+			return err
 		}
 		rows, err := tx.Query(ctx, `select `+rowCols+` from payments where id > $1 order by id limit $2`, page.CursorID, limit)
 		if err != nil {
@@ -102,14 +99,10 @@ func (s *Store) Record(ctx context.Context, page reconciler.Page, results []reco
 	next := page.Rows[len(page.Rows)-1].PaymentID
 	var stats reconciler.RecordStats
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `update reconciliation_cursor set last_id = $3, updated_at = now()
-			where job = $1 and last_id = $2`, page.Job, page.CursorID, next)
-		if err != nil {
-			return fmt.Errorf("advance cursor %d → %d: %w", page.CursorID, next, err)
+		if err := AdvanceCursor(ctx, tx, page.Job, page.CursorID, next); err != nil {
+			return err
 		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("cursor is no longer at id %d: %w", page.CursorID, reconciler.ErrConcurrentRun)
-		}
+		var err error
 		stats, err = s.apply(ctx, tx, reconciler.SourceScan, results)
 		return err
 	})
@@ -272,7 +265,40 @@ func (s *Store) openFinding(ctx context.Context, tx pgx.Tx, source reconciler.So
 // CompleteCycle moves the cursor back to the start and records the cycle's
 // completion, by compare-and-set on the position read.
 func (s *Store) CompleteCycle(ctx context.Context, job string, cursorID int64) error {
-	tag, err := s.pool.Exec(ctx, `update reconciliation_cursor
+	return CompleteCycle(ctx, s.pool, job, cursorID)
+}
+
+// ReadCursor creates the job's cursor on first use and reads its position
+// and the database's clock, in tx. The broker rail's store in the funding
+// database keeps a cursor table of the same shape and uses these too.
+func ReadCursor(ctx context.Context, tx pgx.Tx, job string) (lastID int64, now time.Time, err error) {
+	if _, err := tx.Exec(ctx, `insert into reconciliation_cursor (job) values ($1) on conflict do nothing`, job); err != nil {
+		return 0, now, fmt.Errorf("create cursor: %w", err)
+	}
+	if err := tx.QueryRow(ctx, `select last_id, now() from reconciliation_cursor where job = $1`, job).Scan(&lastID, &now); err != nil {
+		return 0, now, fmt.Errorf("read cursor: %w", err)
+	}
+	return lastID, now, nil
+}
+
+// AdvanceCursor moves the job's cursor from → to by compare-and-set in tx;
+// a cursor no longer at from is ErrConcurrentRun.
+func AdvanceCursor(ctx context.Context, tx pgx.Tx, job string, from, to int64) error {
+	tag, err := tx.Exec(ctx, `update reconciliation_cursor set last_id = $3, updated_at = now()
+		where job = $1 and last_id = $2`, job, from, to)
+	if err != nil {
+		return fmt.Errorf("advance cursor %d → %d: %w", from, to, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("cursor is no longer at id %d: %w", from, reconciler.ErrConcurrentRun)
+	}
+	return nil
+}
+
+// CompleteCycle moves the job's cursor from cursorID back to 0 and records
+// the cycle's completion, by compare-and-set.
+func CompleteCycle(ctx context.Context, pool *pgxpool.Pool, job string, cursorID int64) error {
+	tag, err := pool.Exec(ctx, `update reconciliation_cursor
 		set last_id = 0, last_cycle_completed_at = now(), last_cycle_duration = now() - cycle_started_at,
 		    cycle_started_at = now(), cycles_completed = cycles_completed + 1, updated_at = now()
 		where job = $1 and last_id = $2`, job, cursorID)
