@@ -35,10 +35,11 @@ import (
 //     ACH transfers settle, a journal is corrected and a transfer
 //     RETURNED after COMPLETE. Restarted, it must read on from its
 //     persisted cursors. Withdrawals follow.
-//  2. With the broker dropping stream messages: more deposits, a second
-//     correction and return, and funding-wallet transfers, which send no
-//     events at all. The drops stop; the reconciler's heal re-pulls the
-//     window and repairs what the streams never said.
+//  2. With the broker dropping stream messages (all of one deposit's):
+//     more deposits, a second correction and return; the drops stop, money
+//     arrives in funding wallets, which send no events at all, and the
+//     reconciler's heal re-pulls the window and repairs what the streams
+//     never said.
 //
 // Then the rail's invariants (audit.Rail) are checked against the broker.
 const (
@@ -215,10 +216,17 @@ func (rl *rail) dropsAndHeal(ctx context.Context, step func(string, ...any)) err
 		drops = "sse-drop-rate=0"
 		step("broker rail: the reconciler has no `broker heal` yet: no dropped messages and no wallet transfers in this run")
 	}
-	if err := rl.faults(ctx, rl.c.brokerFaults+","+drops); err != nil {
+	// No disconnects in this half: a reconnect re-reads a little before its
+	// cursor and would bring dropped messages back; here only the heal does.
+	if err := rl.faults(ctx, rl.c.brokerFaults+",sse-disconnect-rate=0,"+drops); err != nil {
 		return err
 	}
 	since := time.Now().Add(-time.Second)
+	if rl.healCLI {
+		if err := rl.lostDeposit(ctx, drops); err != nil {
+			return err
+		}
+	}
 	var made []fundingapi.Movement
 	for i, a := range rl.accounts {
 		j, err := rl.journal(ctx, fmt.Sprintf("dep2-%d", i), a, "deposit", int64(30_000+100*i))
@@ -240,7 +248,7 @@ func (rl *rail) dropsAndHeal(ctx context.Context, step func(string, ...any)) err
 	if err := rl.settledAtBroker(ctx, 60*time.Second); err != nil {
 		return err
 	}
-	step("broker rail: more deposits, a correction and a return settled at the broker (stream faults: %s,%s)", rl.c.brokerFaults, drops)
+	step("broker rail: more deposits, a correction and a return settled at the broker (streams without disconnects, %s)", drops)
 	if err := rl.faults(ctx, rl.c.brokerFaults+",sse-drop-rate=0"); err != nil {
 		return err
 	}
@@ -268,6 +276,35 @@ func (rl *rail) dropsAndHeal(ctx context.Context, step func(string, ...any)) err
 		step("broker rail: healed the window since %s", since.UTC().Format(time.TimeOnly))
 	}
 	return rl.converged(ctx, step, "after the heal")
+}
+
+// lostDeposit makes one deposit while the broker drops every stream
+// message, and then sets the drops back: funding-svc learns that it
+// executed from the heal, or from a replay of its rewind if a stream
+// reconnects first.
+func (rl *rail) lostDeposit(ctx context.Context, drops string) error {
+	before := rl.stats(ctx)["sse_dropped"]
+	if err := rl.faults(ctx, "sse-drop-rate=1"); err != nil {
+		return err
+	}
+	if _, err := rl.journal(ctx, "dep-lost", rl.accounts[0], "deposit", 12_345); err != nil {
+		return err
+	}
+	// The journal's status event and its two activities (the customer's,
+	// the firm's) are dropped as they are sent, after the answer.
+	if err := waitFor(ctx, 5*time.Second, "the lost deposit's stream messages dropped", func() (bool, error) {
+		return rl.stats(ctx)["sse_dropped"] >= before+3, nil
+	}); err != nil {
+		fmt.Printf("    %v\n", err)
+	}
+	return rl.faults(ctx, drops)
+}
+
+// stats are broker-sim's counters (empty when it does not answer).
+func (rl *rail) stats(ctx context.Context) map[string]int64 {
+	stats := map[string]int64{}
+	_ = rl.call(ctx, http.MethodGet, rl.sim+"/__admin/stats", nil, &stats)
+	return stats
 }
 
 // heal re-pulls the broker's window [since, until) and repairs what
@@ -418,8 +455,7 @@ func (rl *rail) summary(ctx context.Context, s audit.RailSnapshot) {
 	for _, k := range slices.Sorted(maps.Keys(byStatus)) {
 		fmt.Printf("    %-34s %5d\n", k, byStatus[k])
 	}
-	var stats map[string]int64
-	_ = rl.call(ctx, http.MethodGet, rl.sim+"/__admin/stats", nil, &stats)
+	stats := rl.stats(ctx)
 	fmt.Printf("    %-34s %5d\n", "stream messages dropped", stats["sse_dropped"])
 	fmt.Printf("    %-34s %5d\n", "stream messages duplicated", stats["sse_duplicated"])
 	fmt.Printf("    %-34s %5d\n", "stream messages reordered", stats["sse_reordered"])
