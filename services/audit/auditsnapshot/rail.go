@@ -140,29 +140,40 @@ func brokerRecords(ctx context.Context, src RailSources) ([]audit.BrokerRecord, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("transfers of %s: %w", a, err)
 		}
-		for _, t := range transfers {
-			amount, err := fundingbroker.ParseCents(t.Amount)
-			if err != nil {
-				return nil, nil, fmt.Errorf("transfer %s: %w", t.ID, err)
-			}
-			out = append(out, audit.BrokerRecord{Domain: funding.Transfer, ID: t.ID, AccountID: a, Direction: direction(t.Direction), Amount: amount, Status: t.Status})
-		}
 		wallet, err := src.Broker.ListWalletTransfers(ctx, a)
 		if err != nil {
 			return nil, nil, fmt.Errorf("wallet transfers of %s: %w", a, err)
 		}
-		for _, w := range wallet {
-			amount, err := fundingbroker.ParseCents(w.TotalAmount)
-			if err != nil {
-				return nil, nil, fmt.Errorf("wallet transfer %s: %w", w.ID, err)
-			}
-			out = append(out, audit.BrokerRecord{Domain: funding.WalletTransfer, ID: w.ID, AccountID: a, Direction: direction(w.Direction), Amount: amount, Status: w.Status})
+		if out, err = appendRecords(out, funding.Transfer, a, transfers, func(t fundingbroker.Transfer) (string, string, string, string) {
+			return t.ID, t.Direction, t.Amount, t.Status
+		}); err != nil {
+			return nil, nil, err
+		}
+		if out, err = appendRecords(out, funding.WalletTransfer, a, wallet, func(w fundingbroker.WalletTransfer) (string, string, string, string) {
+			return w.ID, w.Direction, w.TotalAmount, w.Status
+		}); err != nil {
+			return nil, nil, err
 		}
 		if cash[a], err = src.Broker.Cash(ctx, a); err != nil {
 			return nil, nil, fmt.Errorf("cash of %s: %w", a, err)
 		}
 	}
 	return out, cash, nil
+}
+
+// appendRecords appends an account's transfers of domain d, fields giving
+// each one's id, direction, amount and status as the broker spells them.
+func appendRecords[T any](out []audit.BrokerRecord, d funding.Domain, account string, items []T,
+	fields func(T) (id, dir, amount, status string)) ([]audit.BrokerRecord, error) {
+	for _, it := range items {
+		id, dir, amt, status := fields(it)
+		amount, err := fundingbroker.ParseCents(amt)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", d, id, err)
+		}
+		out = append(out, audit.BrokerRecord{Domain: d, ID: id, AccountID: account, Direction: direction(dir), Amount: amount, Status: status})
+	}
+	return out, nil
 }
 
 // direction is the customer's side of a transfer's direction (INCOMING,
