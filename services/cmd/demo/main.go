@@ -3,9 +3,11 @@
 // and carrier-sim with moderate faults, order-svc, inventory-svc and
 // payment-svc (each with its in-process outbox relay), the orchestrator and
 // shipping-svc for the orchestrated orders, the reconciler, a burst of
-// orders over scarce stock, then a summary with the invariants of both
-// flows and the reconciler's drift checked. It exits 0 only when every
-// check passes.
+// orders over scarce stock; then the broker rail (broker-sim and
+// funding-svc with stream faults, a kill -9, corrections, returns and
+// wallet transfers, healed by the reconciler: rail.go); then a summary
+// with the invariants of both flows, the reconciler's drift and the rail
+// checked. It exits 0 only when every check passes.
 //
 // With --bench it runs the same pipeline without faults, declines, stock
 // pressure or reconciler at a fixed offered rate and prints throughput and
