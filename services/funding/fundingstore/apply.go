@@ -3,6 +3,7 @@ package fundingstore
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -144,7 +145,24 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, n News) (Result, error) {
 // news' details. Changes of one account are serialised — a stream, another
 // stream and a poller may each bring news of it — by a transaction lock on
 // the account taken before the row's.
+//
+// The row is found before the account's lock is held, so a write's answer
+// holding it may fold the row meanwhile into its intent's (Accepted) and
+// delete it: then the news is looked up again, under the lock, where it
+// finds the intent's row by the broker id.
 func (s *Store) lock(ctx context.Context, tx pgx.Tx, n News) (Movement, bool, error) {
+	m, found, err := s.lockOnce(ctx, tx, n)
+	if errors.Is(err, errFolded) {
+		m, found, err = s.lockOnce(ctx, tx, n)
+	}
+	return m, found, err
+}
+
+// errFolded: the row lock found was gone once the account's lock was
+// held.
+var errFolded = errors.New("movement folded into its intent while waiting for the account")
+
+func (s *Store) lockOnce(ctx context.Context, tx pgx.Tx, n News) (Movement, bool, error) {
 	var id int64
 	var account string
 	err := tx.QueryRow(ctx, `select id, account_id from funding_movements where domain = $1 and broker_id = $2`, n.Domain, n.BrokerID).Scan(&id, &account)
@@ -182,6 +200,9 @@ func (s *Store) lock(ctx context.Context, tx pgx.Tx, n News) (Movement, bool, er
 		return Movement{}, false, err
 	}
 	m, err := scanMovement(tx.QueryRow(ctx, `select `+movementCols+` from funding_movements where id = $1 for update`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Movement{}, false, fmt.Errorf("%s %s: %w", n.Domain, n.BrokerID, errFolded)
+	}
 	if err != nil {
 		return Movement{}, false, err
 	}

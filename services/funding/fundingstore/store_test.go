@@ -290,3 +290,74 @@ func TestAnswersAndNewsOfOneAccountConcurrentlyNeitherDeadlockNorDoubleApply(t *
 		t.Fatalf("balance %d, want %d", got, n*100)
 	}
 }
+
+// A stream message looks its record up before it holds the account's
+// lock; a write's answer holding that lock may fold the stream's mirror
+// of the record into the intent's row and delete it meanwhile (Accepted).
+// The message is then applied to the intent's row, not failed with the
+// row it found gone (which ended the stream and reconnected it).
+func TestNewsWhoseRowIsFoldedIntoItsIntentWhileWaitingForTheAccountAppliesToTheIntent(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := context.Background()
+	intent, _, err := s.Intend(ctx, deposit("k-fold", "acct-f", 500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream mirrored the journal under its broker id before the
+	// write's answer named it.
+	if _, err := s.Report(ctx, fundingstore.News{Domain: funding.Journal, BrokerID: "j-fold", BrokerStatus: "queued", Source: "test",
+		Details: &fundingstore.Movement{AccountID: "acct-f", Direction: fundingstore.Credit, Amount: 500, Currency: "USD"}}); err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := s.ByBrokerID(ctx, funding.Journal, "j-fold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answer's transaction holds the account's lock while the next
+	// stream message comes in.
+	answer, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer answer.Rollback(ctx)
+	if _, err := answer.Exec(ctx, `select pg_advisory_xact_lock(hashtextextended('funding-account:' || $1, 0))`, "acct-f"); err != nil {
+		t.Fatal(err)
+	}
+	taken := make(chan error, 1)
+	go func() {
+		_, _, err := s.Take(ctx, fundingstore.Intake{Stream: "journals", DedupeKey: "e-fold", EventID: "01M8XF0000000000000000FOLD", Payload: []byte(`{}`)},
+			fundingstore.News{Domain: funding.Journal, BrokerID: "j-fold", BrokerStatus: "executed", Source: "test"})
+		taken <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the message waits for the account's lock", func() error {
+		var waiting int
+		if err := pool.QueryRow(ctx, `select count(*) from pg_locks where locktype = 'advisory' and not granted`).Scan(&waiting); err != nil {
+			return err
+		}
+		if waiting == 0 {
+			return errors.New("no one waits")
+		}
+		return nil
+	})
+	// Accepted's fold: the mirror's row goes, the intent's takes the id.
+	if _, err := answer.Exec(ctx, `delete from funding_movements where id = $1`, orphan.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := answer.Exec(ctx, `update funding_movements set broker_id = 'j-fold', status = 'PENDING', broker_status = 'queued' where id = $1`,
+		intent.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := answer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-taken; err != nil {
+		t.Fatalf("take after the fold: %v", err)
+	}
+	m, err := s.ByKey(ctx, "k-fold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != funding.Completed || balance(t, s, "acct-f") != 500 {
+		t.Fatalf("intent %s %s, balance %d; want COMPLETED and 500", m.BrokerID, m.Status, balance(t, s, "acct-f"))
+	}
+}
