@@ -122,7 +122,7 @@ schema-check: ## schema lint and compatibility review against the merge base / p
 	cd schemas && go run ./cmd/schemactl lint
 	cd schemas && go run ./cmd/schemactl check --base "$(SCHEMA_BASE)"
 
-demo: up build ## the main job: run the saga with provider faults, reconcile, check the invariants
+demo: up build ## the main job: run the saga with provider faults and the broker rail with broker faults, reconcile and heal, check the invariants
 	$(STACK) $(BIN)/demo
 
 # The console over the local stack's databases (what the last `make demo`

@@ -250,24 +250,31 @@ func TestEachCheckFindsItsViolation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, stocked := healthy()
 			tc.breakIt(&s, stocked)
-			var got []audit.Violation
-			checked := false
-			for _, r := range all(s, stocked) {
-				if strings.HasPrefix(r.Check, tc.check) {
-					checked, got = true, r.Violations
-				}
-			}
-			if !checked {
-				t.Fatalf("no check named %q", tc.check)
-			}
-			for _, v := range got {
-				if strings.HasPrefix(v.Subject, tc.subject) && strings.Contains(v.Problem, tc.problem) {
-					return
-				}
-			}
-			t.Errorf("%s: got %v; want a violation of %s mentioning %q", tc.check, got, tc.subject, tc.problem)
+			wantViolation(t, all(s, stocked), tc.check, tc.subject, tc.problem)
 		})
 	}
+}
+
+// wantViolation fails t unless the result whose check starts with check
+// reports a violation of subject whose problem mentions problem.
+func wantViolation(t *testing.T, rs []audit.Result, check, subject, problem string) {
+	t.Helper()
+	var got []audit.Violation
+	checked := false
+	for _, r := range rs {
+		if strings.HasPrefix(r.Check, check) {
+			checked, got = true, r.Violations
+		}
+	}
+	if !checked {
+		t.Fatalf("no check named %q", check)
+	}
+	for _, v := range got {
+		if strings.HasPrefix(v.Subject, subject) && strings.Contains(v.Problem, problem) {
+			return
+		}
+	}
+	t.Errorf("%s: got %v; want a violation of %s mentioning %q", check, got, subject, problem)
 }
 
 func TestDetailShowsTheSummaryAndTheFirstThreeViolations(t *testing.T) {

@@ -37,13 +37,7 @@ const listAttempts = 10
 func Read(ctx context.Context, src Sources) (audit.Snapshot, error) {
 	var s audit.Snapshot
 	var err error
-	read := func(what string, f func() error) {
-		if err == nil {
-			if e := f(); e != nil {
-				err = fmt.Errorf("audit snapshot: %s: %w", what, e)
-			}
-		}
-	}
+	read := reads("audit snapshot", &err)
 	read("orders", func() (e error) {
 		s.Orders, e = rows(ctx, src.Orders, `select id::text, status, flow, created_at, terminal_at, items from orders order by created_at, id`,
 			func(row pgx.CollectableRow) (audit.Order, error) {
@@ -138,6 +132,18 @@ func Read(ctx context.Context, src Sources) (audit.Snapshot, error) {
 		return e
 	})
 	return s, err
+}
+
+// reads returns a function that runs one read after another until one
+// fails, leaving in *err the first failure, named by what was read.
+func reads(snapshot string, err *error) func(what string, f func() error) {
+	return func(what string, f func() error) {
+		if *err == nil {
+			if e := f(); e != nil {
+				*err = fmt.Errorf("%s: %s: %w", snapshot, what, e)
+			}
+		}
+	}
 }
 
 func rows[T any](ctx context.Context, pool *pgxpool.Pool, sql string, to pgx.RowToFunc[T], args ...any) ([]T, error) {

@@ -3,9 +3,11 @@
 // and carrier-sim with moderate faults, order-svc, inventory-svc and
 // payment-svc (each with its in-process outbox relay), the orchestrator and
 // shipping-svc for the orchestrated orders, the reconciler, a burst of
-// orders over scarce stock, then a summary with the invariants of both
-// flows and the reconciler's drift checked. It exits 0 only when every
-// check passes.
+// orders over scarce stock; then the broker rail (broker-sim and
+// funding-svc with stream faults, a kill -9, corrections, returns and
+// wallet transfers, healed by the reconciler: rail.go); then a summary
+// with the invariants of both flows, the reconciler's drift and the rail
+// checked. It exits 0 only when every check passes.
 //
 // With --bench it runs the same pipeline without faults, declines, stock
 // pressure or reconciler at a fixed offered rate and prints throughput and
@@ -47,6 +49,11 @@ type config struct {
 	seed                       int
 	prefix                     string
 	ownPrefix                  bool // --prefix given: delete only its own topics
+	// The broker rail: off with --rail=false (and in --bench).
+	rail           bool
+	railAccounts   int
+	brokerFaults   string
+	brokerDropRate float64
 }
 
 func run(ctx context.Context, args []string) error {
@@ -64,6 +71,8 @@ func run(ctx context.Context, args []string) error {
 		"orchestrator database (recreated; default: the database \"orchestrator\" on the orders database's server)")
 	shipDB := fs.String("shipping-database-url", "SHIPPING_DATABASE_URL", "",
 		"shipping-svc database (recreated; default: the database \"shipping\" on the orders database's server)")
+	fundDB := fs.String("funding-database-url", "FUNDING_DATABASE_URL", "",
+		"funding-svc database (recreated; default: the database \"funding\" on the orders database's server)")
 	fs.IntVar(&c.orders, "orders", 500, "orders to place")
 	fs.IntVar(&c.skus, "skus", 50, "SKUs to spread them over")
 	fs.IntVar(&c.stock, "stock-per-sku", 14, "units of each SKU in stock (scarce: some orders run out)")
@@ -89,6 +98,12 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&c.reconcileEvery, "reconcile-every", 2*time.Second, "pause between the reconciler's full cycles")
 	fs.DurationVar(&c.reconcileGrace, "reconcile-grace", 5*time.Second,
 		"the reconciler leaves payments changed more recently alone (longer than a webhook normally takes)")
+	fs.BoolVar(&c.rail, "rail", true, "also run the broker rail: broker-sim and funding-svc with stream faults, a kill -9, corrections, returns and wallet transfers, healed and checked against the broker")
+	fs.IntVar(&c.railAccounts, "rail-accounts", 6, "customer accounts the broker rail moves money for")
+	fs.StringVar(&c.brokerFaults, "broker-faults", "sse-disconnect-rate=0.05,sse-duplicate-rate=0.05,sse-reorder-rate=0.05",
+		"broker-sim fault knobs for the whole rail, name=value comma-separated")
+	fs.Float64Var(&c.brokerDropRate, "broker-drop-rate", 0.2,
+		"share of stream messages broker-sim drops in the rail's second half (recovered by the reconciler's heal)")
 	fs.BoolVar(&c.bench, "bench", false, "benchmark: no faults, no declines, ample stock; print throughput and latency")
 	fs.BoolVar(&c.keepRunning, "keep-running", false, "leave the services running after the summary until Ctrl-C")
 	fs.IntVar(&c.seed, "seed", 1, "seed of the order mix and the provider's faults")
@@ -108,7 +123,7 @@ func run(ctx context.Context, args []string) error {
 	for _, db := range []struct {
 		url  *string
 		name string
-	}{{orchDB, "orchestrator"}, {shipDB, "shipping"}} {
+	}{{orchDB, "orchestrator"}, {shipDB, "shipping"}, {fundDB, "funding"}} {
 		if *db.url != "" {
 			continue
 		}
@@ -119,11 +134,14 @@ func run(ctx context.Context, args []string) error {
 		u.Path = "/" + db.name
 		*db.url = u.String()
 	}
+	if c.rail && c.railAccounts < 2 {
+		return kit.Usagef("--rail-accounts %d: the rail needs at least 2 accounts", c.railAccounts)
+	}
 	if c.orchestratedShare < 0 || c.orchestratedShare > 1 {
 		return kit.Usagef("--orchestrated-share %v: want a share between 0 and 1", c.orchestratedShare)
 	}
 	c.dbURLs = map[string]string{"order-svc": *ordersDB, "inventory-svc": *invDB, "payment-svc": *payDB, "orchestrator": *orchDB,
-		"shipping-svc": *shipDB}
+		"shipping-svc": *shipDB, "funding-svc": *fundDB}
 	c.logDir, _ = filepath.Abs(*logDir)
 	c.prefix, c.ownPrefix = *prefix, *prefix != ""
 	if !c.ownPrefix {
@@ -132,6 +150,7 @@ func run(ctx context.Context, args []string) error {
 	if c.bench {
 		c.faults, c.carrierFaults, c.declineShare = "", "", 0
 		c.stock = 1_000_000
+		c.rail = false
 	}
 	for _, name := range binaries {
 		if _, err := os.Stat(filepath.Join(c.binDir, name)); err != nil {
@@ -155,4 +174,5 @@ func dbName(u string) string {
 var errFailed = errors.New("invariant checks FAILED")
 
 // binaries are the processes a demo starts, in the order it starts them.
-var binaries = []string{"provider-sim", "carrier-sim", "order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator", "reconciler"}
+var binaries = []string{"provider-sim", "carrier-sim", "order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator", "reconciler",
+	"broker-sim", "funding-svc"}

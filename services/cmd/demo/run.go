@@ -44,10 +44,14 @@ type running struct {
 	// orderKey is the order API's key the demo made (every scope).
 	orderKey string
 	recURL   string // empty when no reconciler runs (--bench)
-	pools    map[string]*pgxpool.Pool
-	adm      *kadm.Client
-	groups   []string
-	revoke   func() // deletes the services' principals (nil: none made)
+	// ports and opsPorts are each binary's listeners; kafkaOf is each
+	// service's Kafka connection under its own principal.
+	ports, opsPorts map[string]int
+	kafkaOf         func(service string) kit.KafkaConfig
+	pools           map[string]*pgxpool.Pool
+	adm             *kadm.Client
+	groups          []string
+	revoke          func() // deletes the services' principals (nil: none made)
 }
 
 func (r *running) stop() {
@@ -69,7 +73,7 @@ func (r *running) stop() {
 func demo(ctx context.Context, c config) error {
 	step := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 	var names []string
-	for _, n := range []string{"order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator"} {
+	for _, n := range []string{"order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator", "funding-svc"} {
 		names = append(names, dbName(c.dbURLs[n]))
 	}
 	step("fresh databases %s; topics prefixed %q", strings.Join(names, ", "), c.prefix)
@@ -128,6 +132,17 @@ func demo(ctx context.Context, c config) error {
 		}
 	}
 
+	var rl *rail
+	if c.rail {
+		if rl, err = startRail(ctx, r, c); err != nil {
+			return err
+		}
+		if err := rl.run(ctx, step); err != nil {
+			return fmt.Errorf("broker rail: %w", err)
+		}
+		step("broker rail done in %s", time.Since(rl.started).Round(time.Millisecond))
+	}
+
 	if c.bench {
 		err := benchReport(ctx, r, res, c, usage)
 		if c.keepRunning {
@@ -136,7 +151,7 @@ func demo(ctx context.Context, c config) error {
 		}
 		return err
 	}
-	ok, err := summary(ctx, r, c, initial, res)
+	ok, err := summary(ctx, r, c, initial, res, rl)
 	if err != nil {
 		return err
 	}
@@ -156,6 +171,9 @@ Where to look next (the services stop when the demo ends; add --keep-running to 
   logs           %[8]s/*.log
 `, r.orderURL, r.invURL, r.ops["payment-svc"], r.sim, c.dbURLs["order-svc"], c.dbURLs["payment-svc"], c.dbURLs["inventory-svc"], c.logDir, c.binDir,
 		r.orderKey)
+	if rl != nil {
+		rl.hints()
+	}
 	if c.keepRunning {
 		fmt.Println("\nservices keep running; Ctrl-C stops them")
 		<-ctx.Done()
@@ -239,6 +257,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		return r, fmt.Errorf("find free ports: %w", err)
 	}
 	ports, opsPorts := map[string]int{}, map[string]int{}
+	r.ports, r.opsPorts = ports, opsPorts
 	for i, n := range binaries {
 		ports[n], opsPorts[n] = free[2*i], free[2*i+1]
 		r.ops[n] = fmt.Sprintf("http://127.0.0.1:%d", opsPorts[n])
@@ -274,14 +293,8 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		return r, err
 	}
 	r.adm = kadm.NewClient(cl)
-	kafkaOf, err := principals(ctx, r, c)
-	if err != nil {
+	if r.kafkaOf, err = principals(ctx, r, c); err != nil {
 		return r, err
-	}
-	common := func(name string) []string {
-		return append([]string{"CONCORD_TOPIC_PREFIX=" + c.prefix, "CONCORD_GROUP=" + c.prefix + name,
-			"CONCORD_HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", ports[name]),
-			"CONCORD_OPS_ADDR=" + fmt.Sprintf("127.0.0.1:%d", opsPorts[name]), "CONCORD_LOG_FORMAT=json"}, kafkaOf(name).Env()...)
 	}
 	specs := []struct {
 		name string
@@ -299,7 +312,7 @@ func startAll(ctx context.Context, c config) (*running, error) {
 	}
 	started := map[string]*proc.Process{}
 	for _, s := range specs {
-		p, err := start(c.binDir, c.logDir, s.name, append(common(s.name), s.env...))
+		p, err := start(c.binDir, c.logDir, s.name, append(r.serviceEnv(c, s.name), s.env...))
 		if err != nil {
 			return r, err
 		}
@@ -326,6 +339,15 @@ func startAll(ctx context.Context, c config) (*running, error) {
 		return r, nil
 	}
 	return r, startReconciler(ctx, r, c, ports["reconciler"])
+}
+
+// serviceEnv is what every service of the run is started with: the
+// run's topic prefix, its own consumer group, listeners and Kafka
+// principal, JSON logs.
+func (r *running) serviceEnv(c config, name string) []string {
+	return append([]string{"CONCORD_TOPIC_PREFIX=" + c.prefix, "CONCORD_GROUP=" + c.prefix + name,
+		"CONCORD_HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", r.ports[name]),
+		"CONCORD_OPS_ADDR=" + fmt.Sprintf("127.0.0.1:%d", r.opsPorts[name]), "CONCORD_LOG_FORMAT=json"}, r.kafkaOf(name).Env()...)
 }
 
 // principals gives each service its own Kafka principal on an

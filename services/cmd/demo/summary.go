@@ -45,7 +45,7 @@ func count(ctx context.Context, r *running, pool, sql string, args ...any) int64
 	return n
 }
 
-func summary(ctx context.Context, r *running, c config, initial map[string]int64, res loadgen.Result) (bool, error) {
+func summary(ctx context.Context, r *running, c config, initial map[string]int64, res loadgen.Result, rl *rail) (bool, error) {
 	fmt.Println("\nSummary")
 	// Orders by outcome.
 	rows, err := r.pools["order-svc"].Query(ctx, `select status, coalesce(reason, ''), count(*) from orders group by 1, 2 order by 1, 3 desc`)
@@ -95,7 +95,10 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 	// A type may be appended by several services (saga.step_replied by
 	// every participant): one line per type.
 	byType := map[string]int64{}
-	for _, db := range []string{"order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator"} {
+	for _, db := range []string{"order-svc", "inventory-svc", "payment-svc", "shipping-svc", "orchestrator", "funding-svc"} {
+		if r.pools[db] == nil {
+			continue // funding-svc without the rail
+		}
 		m, err := collect[string, int64](ctx, r, db, `select event_type, count(*) from outbox group by 1`)
 		if err != nil {
 			return false, err
@@ -175,6 +178,14 @@ func summary(ctx context.Context, r *running, c config, initial map[string]int64
 			return false, err
 		}
 		checks = append(checks, audit.Reconciliation(snap)...)
+	}
+	if rl != nil {
+		rs, err := rl.snapshot(ctx)
+		if err != nil {
+			return false, err
+		}
+		rl.summary(ctx, rs)
+		checks = append(checks, audit.Rail(rs)...)
 	}
 	fmt.Println("\nInvariants")
 	all := true

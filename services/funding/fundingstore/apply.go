@@ -3,6 +3,7 @@ package fundingstore
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -144,7 +145,26 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, n News) (Result, error) {
 // news' details. Changes of one account are serialised — a stream, another
 // stream and a poller may each bring news of it — by a transaction lock on
 // the account taken before the row's.
+//
+// The row is found before the account's lock is held, and may change
+// while the news waits for it: a write's answer folds the row into its
+// intent's and deletes it (Accepted), or another stream mirrors the record
+// under its broker id beside the intent the news found by key. Either way
+// the news is looked up again under the lock, where it finds the row that
+// now holds the broker id.
 func (s *Store) lock(ctx context.Context, tx pgx.Tx, n News) (Movement, bool, error) {
+	m, found, err := s.lockOnce(ctx, tx, n)
+	if errors.Is(err, errMoved) {
+		m, found, err = s.lockOnce(ctx, tx, n)
+	}
+	return m, found, err
+}
+
+// errMoved: the record's rows changed while the news waited for the
+// account's lock.
+var errMoved = errors.New("movement's rows changed while waiting for the account")
+
+func (s *Store) lockOnce(ctx context.Context, tx pgx.Tx, n News) (Movement, bool, error) {
 	var id int64
 	var account string
 	err := tx.QueryRow(ctx, `select id, account_id from funding_movements where domain = $1 and broker_id = $2`, n.Domain, n.BrokerID).Scan(&id, &account)
@@ -182,10 +202,21 @@ func (s *Store) lock(ctx context.Context, tx pgx.Tx, n News) (Movement, bool, er
 		return Movement{}, false, err
 	}
 	m, err := scanMovement(tx.QueryRow(ctx, `select `+movementCols+` from funding_movements where id = $1 for update`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Movement{}, false, fmt.Errorf("%s %s: %w", n.Domain, n.BrokerID, errMoved)
+	}
 	if err != nil {
 		return Movement{}, false, err
 	}
 	if m.BrokerID == "" {
+		var mirrored bool
+		if err := tx.QueryRow(ctx, `select exists (select 1 from funding_movements where domain = $1 and broker_id = $2)`,
+			n.Domain, n.BrokerID).Scan(&mirrored); err != nil {
+			return Movement{}, false, err
+		}
+		if mirrored {
+			return Movement{}, false, fmt.Errorf("%s %s: %w", n.Domain, n.BrokerID, errMoved)
+		}
 		if _, err := tx.Exec(ctx, `update funding_movements set broker_id = $2, updated_at = now() where id = $1`, m.ID, n.BrokerID); err != nil {
 			return Movement{}, false, err
 		}

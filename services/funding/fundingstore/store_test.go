@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concordhq/concord/infra/testkit"
@@ -289,4 +290,120 @@ func TestAnswersAndNewsOfOneAccountConcurrentlyNeitherDeadlockNorDoubleApply(t *
 	if got := balance(t, s, "acct-1"); got != n*100 {
 		t.Fatalf("balance %d, want %d", got, n*100)
 	}
+}
+
+// A stream message looks its record up before it holds the account's
+// lock; a write's answer holding that lock may fold the stream's mirror
+// of the record into the intent's row and delete it meanwhile (Accepted).
+// The message is then applied to the intent's row, not failed with the
+// row it found gone (which ended the stream and reconnected it).
+func TestNewsWhoseRowIsFoldedIntoItsIntentWhileWaitingForTheAccountAppliesToTheIntent(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := context.Background()
+	intent, _, err := s.Intend(ctx, deposit("k-fold", "acct-f", 500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream mirrored the journal under its broker id before the
+	// write's answer named it.
+	if _, err := s.Report(ctx, fundingstore.News{Domain: funding.Journal, BrokerID: "j-fold", BrokerStatus: "queued", Source: "test",
+		Details: &fundingstore.Movement{AccountID: "acct-f", Direction: fundingstore.Credit, Amount: 500, Currency: "USD"}}); err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := s.ByBrokerID(ctx, funding.Journal, "j-fold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answer's transaction holds the account's lock while the next
+	// stream message comes in.
+	answer, taken := takeBehindTheAccountsLock(t, s, pool, "acct-f", "e-fold",
+		fundingstore.News{Domain: funding.Journal, BrokerID: "j-fold", BrokerStatus: "executed", Source: "test"})
+	defer answer.Rollback(ctx)
+	// Accepted's fold: the mirror's row goes, the intent's takes the id.
+	if _, err := answer.Exec(ctx, `delete from funding_movements where id = $1`, orphan.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := answer.Exec(ctx, `update funding_movements set broker_id = 'j-fold', status = 'PENDING', broker_status = 'queued' where id = $1`,
+		intent.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := answer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-taken; err != nil {
+		t.Fatalf("take after the fold: %v", err)
+	}
+	m, err := s.ByKey(ctx, "k-fold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != funding.Completed || balance(t, s, "acct-f") != 500 {
+		t.Fatalf("intent %s %s, balance %d; want COMPLETED and 500", m.BrokerID, m.Status, balance(t, s, "acct-f"))
+	}
+}
+
+// The journal stream's message finds its record's intent by key (the
+// broker id not yet stored anywhere) and waits for the account; meanwhile
+// the activities stream mirrors the record under its broker id. The
+// message then applies to that mirror instead of giving the intent the
+// broker id a second row holds (a unique violation, which ended the
+// stream and reconnected it); the write's answer folds the two later.
+func TestNewsFoundByKeyWhileAnotherStreamMirrorsTheRecordAppliesToTheMirror(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := context.Background()
+	if _, _, err := s.Intend(ctx, deposit("k-mirror", "acct-m", 700)); err != nil {
+		t.Fatal(err)
+	}
+	other, taken := takeBehindTheAccountsLock(t, s, pool, "acct-m", "e-mirror",
+		fundingstore.News{Domain: funding.Journal, BrokerID: "j-mirror", IntentKey: "k-mirror", BrokerStatus: "executed", Source: "test"})
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, `insert into funding_movements (domain, broker_id, account_id, direction, amount, currency, status, broker_status)
+		values ('journal', 'j-mirror', 'acct-m', 'credit', 700, 'USD', 'PENDING', 'queued')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-taken; err != nil {
+		t.Fatalf("take beside the mirror: %v", err)
+	}
+	m, err := s.ByBrokerID(ctx, funding.Journal, "j-mirror")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != funding.Completed || balance(t, s, "acct-m") != 700 {
+		t.Fatalf("mirror %d %s, balance %d; want COMPLETED and 700", m.ID, m.Status, balance(t, s, "acct-m"))
+	}
+}
+
+// takeBehindTheAccountsLock begins a transaction holding account's lock
+// and takes a stream message with news in behind it; the message's
+// outcome comes on taken once the transaction ends.
+func takeBehindTheAccountsLock(t *testing.T, s *fundingstore.Store, pool *pgxpool.Pool, account, eventID string, news fundingstore.News) (pgx.Tx, chan error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtextextended('funding-account:' || $1, 0))`, account); err != nil {
+		t.Fatal(err)
+	}
+	taken := make(chan error, 1)
+	go func() {
+		_, _, err := s.Take(ctx, fundingstore.Intake{Stream: "journals", DedupeKey: eventID, EventID: "01M8XF00000000000000000000", Payload: []byte(`{}`)}, news)
+		taken <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the message waits for the account's lock", func() error {
+		var waiting int
+		if err := pool.QueryRow(ctx, `select count(*) from pg_locks where locktype = 'advisory' and not granted
+			and database = (select oid from pg_database where datname = current_database())`).Scan(&waiting); err != nil {
+			return err
+		}
+		if waiting == 0 {
+			return errors.New("no one waits")
+		}
+		return nil
+	})
+	return tx, taken
 }

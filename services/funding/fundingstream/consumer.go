@@ -36,7 +36,8 @@ const (
 	Activities Kind = "activities"
 )
 
-func (k Kind) path() string {
+// Path is the stream's path on the broker API.
+func (k Kind) Path() string {
 	switch k {
 	case Journals:
 		return "/v2/events/journals/status"
@@ -107,7 +108,7 @@ func (c *Consumer) Once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.Broker.Stream(ctx, c.Kind.path(), Since(cursor, c.Rewind), func(data []byte) error {
+	return c.Broker.Stream(ctx, c.Kind.Path(), Since(cursor, c.Rewind), func(data []byte) error {
 		return c.take(ctx, data)
 	})
 }
