@@ -470,3 +470,57 @@ func TestHealMirrorsAnEventlessWalletTransfer(t *testing.T) {
 		t.Fatalf("wallet transfer %s mirrored as %+v (%v); want completed, 4200", w.ID, m, err)
 	}
 }
+
+// A transfer's answer is lost; its stream message mirrors the transfer
+// under its broker id before the intent knows it, and the scan records a
+// finding on that row. When the intent is finally answered, funding-svc
+// folds the mirrored row into the intent's and removes it: the finding
+// must neither stop the fold (the intent would never learn its broker id)
+// nor be lost with the row.
+func TestAnIntentAnsweredLateFoldsAMirroredRowThatHasAFinding(t *testing.T) {
+	h := newHarness(t, brokersim.Config{Seed: 66})
+	ctx := context.Background()
+	acct := h.rail.Account()
+	intent, _, err := h.rail.Store.Intend(ctx, fundingstore.Movement{Domain: funding.Transfer, IntentKey: "late-answer-1",
+		AccountID: acct, Direction: fundingstore.Credit, Amount: 700, Currency: "USD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const brokerID = "tr-late-answer-1"
+	if _, err := h.rail.Store.Report(ctx, fundingstore.News{Domain: funding.Transfer, BrokerID: brokerID, BrokerStatus: "QUEUED",
+		Details: &fundingstore.Movement{AccountID: acct, Direction: fundingstore.Credit, Amount: 700, Currency: "USD"}}); err != nil {
+		t.Fatal(err)
+	}
+	rows, _, err := h.store.MovementsByBrokerID(ctx, []reconciler.BrokerRef{{Domain: funding.Transfer, BrokerID: brokerID}})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("mirrored row: %v, %v", rows, err)
+	}
+	stats, err := h.store.RecordMovementFindings(ctx, reconciler.SourceScan, []reconciler.MovementResult{{Movement: rows[0], Known: true,
+		Broker:   reconciler.BrokerRecord{Domain: funding.Transfer, BrokerID: brokerID, AccountID: acct, Status: "QUEUED"},
+		Decision: reconciler.Decision{Verdict: reconciler.NeedsReview, Kind: reconciler.KindCompletedLocallyNotAtBroker, Verified: true}}})
+	if err != nil || stats.FindingsOpened != 1 {
+		t.Fatalf("finding on the mirrored row: %+v, %v", stats, err)
+	}
+	m, err := h.rail.Store.Accepted(ctx, intent.IntentKey, brokerID)
+	if err != nil {
+		t.Fatalf("the late answer of intent %s: %v", intent.IntentKey, err)
+	}
+	if m.ID != intent.ID || m.BrokerID != brokerID {
+		t.Fatalf("after the fold: %+v; want intent row %d holding %s", m, intent.ID, brokerID)
+	}
+	if n := h.count(`select count(*) from reconciliation_findings where broker_id = $1 and resolved_at is null
+		and (movement_id = $2 or movement_id is null)`, brokerID, intent.ID); n != 1 {
+		t.Fatalf("%d open findings of %s on the intent's row, want the mirrored row's 1", n, brokerID)
+	}
+	// Seen in sync on the intent's row, the record's finding is cleared.
+	rows, _, err = h.store.MovementsByBrokerID(ctx, []reconciler.BrokerRef{{Domain: funding.Transfer, BrokerID: brokerID}})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("folded row: %v, %v", rows, err)
+	}
+	stats, err = h.store.RecordMovementFindings(ctx, reconciler.SourceScan, []reconciler.MovementResult{{Movement: rows[0], Known: true,
+		Broker:   reconciler.BrokerRecord{Domain: funding.Transfer, BrokerID: brokerID, AccountID: acct, Status: "QUEUED"},
+		Decision: reconciler.Decision{Verdict: reconciler.InSync, Verified: true}}})
+	if err != nil || stats.FindingsCleared != 1 {
+		t.Fatalf("in sync after the fold: %+v, %v; want the finding cleared", stats, err)
+	}
+}

@@ -130,6 +130,7 @@ func (s *Store) RecordMovementFindings(ctx context.Context, source reconciler.So
 func (s *Store) apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, results []reconciler.MovementResult) (reconciler.RecordStats, error) {
 	stats := reconciler.RecordStats{ByKind: map[reconciler.Kind]int{}, Commands: map[reconciler.Command]int{}}
 	var inSync []int64
+	var syncDomains, syncIDs []string
 	for _, r := range results {
 		if !r.Decision.Verified {
 			continue
@@ -146,6 +147,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, 
 		switch {
 		case r.Decision.Verdict == reconciler.InSync && r.Known:
 			inSync = append(inSync, r.Movement.ID)
+			syncDomains, syncIDs = append(syncDomains, string(r.Movement.Domain)), append(syncIDs, r.Movement.BrokerID)
 		case r.Decision.Kind != "":
 			opened, cmd, err := s.openFinding(ctx, tx, source, r)
 			if err != nil {
@@ -162,10 +164,14 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, 
 		}
 	}
 	if len(inSync) > 0 {
+		// A finding whose row was folded into its intent's (movement_id
+		// set null) is found by its broker record.
 		tag, err := tx.Exec(ctx, `update reconciliation_findings
 			set resolved_at = now(), resolution = 'cleared', resolved_by = 'reconciler',
 			    note = 'verified in sync by a later ' || $2
-			where movement_id = any($1) and resolved_at is null`, inSync, string(source))
+			where resolved_at is null and (movement_id = any($1)
+			   or (movement_id is null and broker_id <> '' and (domain, broker_id) in (select * from unnest($3::text[], $4::text[]))))`,
+			inSync, string(source), syncDomains, syncIDs)
 		if err != nil {
 			return stats, fmt.Errorf("clear findings of %d in-sync movements: %w", len(inSync), err)
 		}
