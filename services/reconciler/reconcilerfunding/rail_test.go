@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -523,4 +524,44 @@ func TestAnIntentAnsweredLateFoldsAMirroredRowThatHasAFinding(t *testing.T) {
 	if err != nil || stats.FindingsCleared != 1 {
 		t.Fatalf("in sync after the fold: %+v, %v; want the finding cleared", stats, err)
 	}
+}
+
+// `reconciler broker run` exports the rail's lag and open findings, as
+// `reconciler run` does the payments': a journal the mirror holds pending
+// while the broker executed it is a repairable finding left open (no
+// funding-svc applies it here), and the gauges say so.
+func TestBrokerRunExportsTheRailsLagAndOpenFindings(t *testing.T) {
+	h := newHarness(t, brokersim.Config{Seed: 67})
+	w := &fundingjournal.Writer{Store: h.rail.Store, Broker: h.rail.Client(5 * time.Second), FirmAccount: h.rail.Firm}
+	h.deposit(w, h.rail.Account(), 1, 1200)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- reconcilercli.Run(ctx, []string{"broker", "run", "--funding-database-url", h.rail.Pool.Config().ConnString(),
+			"--broker-url", h.rail.HTTP.URL, "--broker-key-id", "CK_TEST", "--broker-secret", "secret", "--firm-account", h.rail.Firm,
+			"--topic-prefix", h.events.TopicPrefix, "--grace", "0s", "--interval", "100ms", "--heal-every", "0s", "--http-addr", addr}, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("broker run: %v", err)
+		}
+	})
+	fundingtest.Eventually(t, within, "broker run exports the open finding and the lag", func() (bool, string) {
+		m, err := testkit.ScrapeErr("http://" + addr + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		open := m.Value("concord_reconciler_open_findings", map[string]string{"kind": string(reconciler.KindMissedCompletion)})
+		repairable := m.Value("concord_reconciler_open_findings_by_verdict", map[string]string{"verdict": string(reconciler.Repairable)})
+		lag := m.Value("concord_reconciler_lag_seconds", nil)
+		return open == 1 && repairable == 1 && lag > 0,
+			fmt.Sprintf("open missed_completion %v, repairable %v, lag %vs", open, repairable, lag)
+	})
 }

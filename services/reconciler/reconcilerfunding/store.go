@@ -326,3 +326,19 @@ func (s *Store) Findings(ctx context.Context, all bool, limit int) ([]Finding, e
 		return f, err
 	})
 }
+
+// Status reads the broker rail's lag (reconciler.MovementLag for job's
+// cursor), its cursors and its open findings, for the gauges of
+// `reconciler broker run`. Payments stays 0: this database holds none.
+func (s *Store) Status(ctx context.Context, job string) (reconciler.Status, error) {
+	var st reconciler.Status
+	var oldest, cycleStart *time.Time
+	err := s.pool.QueryRow(ctx, `select now(), (select min(created_at) from funding_movements),
+			(select last_cycle_completed_at - last_cycle_duration from reconciliation_cursor where job = $1)`, job).
+		Scan(&st.Now, &oldest, &cycleStart)
+	if err != nil {
+		return st, fmt.Errorf("reconciler store: job %s: lag: %w", job, err)
+	}
+	st.Lag = reconciler.MovementLag(st.Now, oldest, cycleStart)
+	return st, reconcilerstore.New(s.pool).CursorsAndFindings(ctx, &st)
+}
