@@ -224,3 +224,22 @@ type BrokerRef struct {
 	Domain   funding.Domain
 	BrokerID string
 }
+
+// MovementLag is the broker rail's reconciliation lag: a bound on how long
+// any movement has gone without a visit of the scan. The mirror keeps no
+// per-row verification time (the reconciler does not write funding's
+// tables), but a full cycle visits every row that existed when it started:
+// so the bound is the time since the last completed cycle started, or
+// since the oldest movement was created when that is later (or no cycle
+// has completed). No movements, no lag. oldest and cycleStart are nil when
+// unknown.
+func MovementLag(now time.Time, oldest, cycleStart *time.Time) time.Duration {
+	if oldest == nil {
+		return 0
+	}
+	from := *oldest
+	if cycleStart != nil && cycleStart.After(from) {
+		from = *cycleStart
+	}
+	return max(now.Sub(from), 0)
+}

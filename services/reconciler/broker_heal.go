@@ -186,7 +186,7 @@ func (b *BrokerReconciler) healChunk(ctx context.Context, refs []BrokerRef, reco
 		return fmt.Errorf("reconciler: heal: %w", err)
 	}
 	b.cfg.Metrics.recorded(stats)
-	b.cfg.Metrics.unknownPayment(unknown)
+	b.cfg.Metrics.unknownRecord(unknown)
 	rep.Unknown += unknown
 	rep.RecordStats.add(stats)
 	return nil

@@ -73,8 +73,11 @@ type BrokerConfig struct {
 	ExecutedWindow time.Duration
 	// Workers bounds the broker calls in flight.
 	Workers int
-	Metrics *Metrics
-	Logger  *slog.Logger
+	// ListSkew widens the creation window a page's journals are listed by
+	// (DefaultListSkew).
+	ListSkew time.Duration
+	Metrics  *Metrics
+	Logger   *slog.Logger
 }
 
 // BrokerReconciler reconciles funding-svc's mirror with the broker: a
@@ -106,6 +109,9 @@ func NewBrokerReconciler(cfg BrokerConfig) (*BrokerReconciler, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultConcurrency
+	}
+	if cfg.ListSkew <= 0 {
+		cfg.ListSkew = DefaultListSkew
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -189,11 +195,12 @@ type observation struct {
 	Record  BrokerRecord
 }
 
-// observe asks the broker about each movement: journals and wallet
-// transfers by id, transfers by their account's list (one call per
-// account, there being no GET by id), Workers at a time.
+// observe asks the broker about each movement: journals by one list of
+// their creation window, then by id for any the list did not show; wallet
+// transfers by id; transfers by their account's list (one call per
+// account, there being no GET by id); Workers at a time.
 func (b *BrokerReconciler) observe(ctx context.Context, ms []Movement) map[BrokerRef]observation {
-	out := make(map[BrokerRef]observation, len(ms))
+	out := b.listJournals(ctx, ms)
 	var mu sync.Mutex
 	put := func(ref BrokerRef, o observation) {
 		mu.Lock()
@@ -204,6 +211,9 @@ func (b *BrokerReconciler) observe(ctx context.Context, ms []Movement) map[Broke
 	byAccount := map[string][]Movement{}
 	for _, m := range ms {
 		ref := BrokerRef{m.Domain, m.BrokerID}
+		if _, listed := out[ref]; listed {
+			continue
+		}
 		switch m.Domain {
 		case funding.Transfer:
 			byAccount[m.AccountID] = append(byAccount[m.AccountID], m)
@@ -233,6 +243,46 @@ func (b *BrokerReconciler) observe(ctx context.Context, ms []Movement) map[Broke
 		})
 	}
 	b.pool(ctx, tasks)
+	return out
+}
+
+// listJournals lists the journals created in the window of ms's journals,
+// widened by ListSkew on both sides (the broker stamps a journal after the
+// intent row is written, the stream's mirror after the broker), and
+// returns those it found. One call instead of one per journal; a journal
+// the list does not show is left to be read by id, as are all of them when
+// the list fails. With fewer than two journals a list saves nothing.
+func (b *BrokerReconciler) listJournals(ctx context.Context, ms []Movement) map[BrokerRef]observation {
+	out := make(map[BrokerRef]observation, len(ms))
+	want := map[string]bool{}
+	var lo, hi time.Time
+	for _, m := range ms {
+		if m.Domain != funding.Journal {
+			continue
+		}
+		if len(want) == 0 || m.CreatedAt.Before(lo) {
+			lo = m.CreatedAt
+		}
+		if len(want) == 0 || m.CreatedAt.After(hi) {
+			hi = m.CreatedAt
+		}
+		want[m.BrokerID] = true
+	}
+	if len(want) < 2 {
+		return out
+	}
+	since, until := lo.Add(-b.cfg.ListSkew), hi.Add(b.cfg.ListSkew)
+	list, err := b.cfg.Broker.Journals(ctx, since, until)
+	if err != nil {
+		b.log.Warn("reconciler: list of journals by creation window failed; reading them by id",
+			"since", since, "until", until, "err", err)
+		return out
+	}
+	for _, r := range list {
+		if want[r.BrokerID] {
+			out[BrokerRef{funding.Journal, r.BrokerID}] = observation{Outcome: Observed, Record: r}
+		}
+	}
 	return out
 }
 

@@ -165,3 +165,22 @@ func TestDecideUnknown(t *testing.T) {
 		t.Errorf("an unknown status: %+v, want %s", got, KindUnknownExternalStatus)
 	}
 }
+
+func TestMovementLag(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	at := func(ago time.Duration) *time.Time { t := now.Add(-ago); return &t }
+	for name, tc := range map[string]struct {
+		oldest, cycleStart *time.Time
+		want               time.Duration
+	}{
+		"no movements":                       {nil, at(time.Hour), 0},
+		"no cycle completed yet":             {at(3 * time.Hour), nil, 3 * time.Hour},
+		"the last cycle started after":       {at(3 * time.Hour), at(20 * time.Minute), 20 * time.Minute},
+		"every movement came after it began": {at(5 * time.Minute), at(20 * time.Minute), 5 * time.Minute},
+		"a clock ahead of now":               {at(-time.Minute), nil, 0},
+	} {
+		if got := MovementLag(now, tc.oldest, tc.cycleStart); got != tc.want {
+			t.Errorf("%s: lag %v, want %v", name, got, tc.want)
+		}
+	}
+}

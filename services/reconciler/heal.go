@@ -122,7 +122,7 @@ func (h *Healer) Heal(ctx context.Context, since, until time.Time) (HealReport, 
 			return rep, err
 		}
 	}
-	h.cfg.Metrics.unknownPayment(rep.Unknown)
+	h.cfg.Metrics.unknownRecord(rep.Unknown)
 	return rep, nil
 }
 

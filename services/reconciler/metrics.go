@@ -23,7 +23,7 @@ type Metrics struct {
 	commandsEmitted *prometheus.CounterVec
 	providerCalls   *prometheus.CounterVec
 	concurrentRuns  prometheus.Counter
-	unknownPayments prometheus.Counter
+	unknownRecords  prometheus.Counter
 	rowsVerified    prometheus.Counter
 
 	mu               sync.Mutex // guards openFindingKinds
@@ -34,7 +34,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_reconciler_lag_seconds",
-			Help: "Reconciliation lag: the longest time any payment has gone without being verified against the provider."}),
+			Help: "Reconciliation lag: the longest time any payment has gone without being verified against the provider (under reconciler broker run: a bound on the time any funding movement has gone without a visit of the scan)."}),
 		payments: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_reconciler_payments",
 			Help: "Payments the reconciler must verify (rows in payments); its growth per hour is seed 000's G, which the rows verified per hour (B×R) must exceed."}),
 		cycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_reconciler_cycle_duration_seconds",
@@ -60,8 +60,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Provider API calls, by operation and outcome."}, []string{"op", "outcome"}),
 		concurrentRuns: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_reconciler_concurrent_runs_total",
 			Help: "Batches discarded because another reconciler advanced the cursor first."}),
-		unknownPayments: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_reconciler_heal_unknown_payments_total",
-			Help: "Provider payments seen by heal that have no local row."}),
+		unknownRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_reconciler_heal_unknown_records_total",
+			Help: "Records heal found at the provider or the broker that have no local row (payments, funding movements)."}),
 		rowsVerified: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_reconciler_rows_verified_total",
 			Help: "Rows compared with the provider's answer (calls/verified is the cost per row)."}),
 		openFindingKinds: make(map[Kind]bool),
@@ -74,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.lag, m.payments, m.openByVerdict, m.cycleDuration, m.lastCycle, m.sinceLastCycle, m.currentCycleAge, m.verdicts,
 		m.openFindings, m.findingsOpened, m.commandsEmitted, m.providerCalls, m.concurrentRuns,
-		m.unknownPayments, m.rowsVerified)
+		m.unknownRecords, m.rowsVerified)
 	return m
 }
 
@@ -119,9 +119,9 @@ func (m *Metrics) cycle(d time.Duration) {
 	}
 }
 
-func (m *Metrics) unknownPayment(n int) {
+func (m *Metrics) unknownRecord(n int) {
 	if m != nil {
-		m.unknownPayments.Add(float64(n))
+		m.unknownRecords.Add(float64(n))
 	}
 }
 

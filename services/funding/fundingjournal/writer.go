@@ -84,7 +84,8 @@ func (w *Writer) Submit(ctx context.Context, r Request) (fundingstore.Movement, 
 
 // Resume finishes every intent whose outcome is unknown (after a crash or
 // a timeout): each is looked up, and called again only when the broker
-// has no journal of it.
+// has no journal of it. An intent the broker refused outright is not
+// among them: its caller was told it failed.
 func (w *Writer) Resume(ctx context.Context) error {
 	open, err := w.Store.Unanswered(ctx, funding.Journal)
 	if err != nil {
@@ -133,6 +134,9 @@ func (w *Writer) send(ctx context.Context, m fundingstore.Movement, mayExist boo
 		}
 		return fundingstore.Movement{}, fmt.Errorf("intent %s: %w: %v", m.IntentKey, ErrKeyConflict, err)
 	case definite(err):
+		if rerr := w.Store.Refused(ctx, m.IntentKey, err.Error()); rerr != nil {
+			return fundingstore.Movement{}, errors.Join(fmt.Errorf("intent %s: %w", m.IntentKey, err), rerr)
+		}
 		return fundingstore.Movement{}, fmt.Errorf("intent %s: %w", m.IntentKey, err)
 	default:
 		return fundingstore.Movement{}, fmt.Errorf("intent %s: %w", m.IntentKey, errors.Join(ErrUnknownOutcome, err))

@@ -3,6 +3,7 @@ package fundingjournal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -128,5 +129,40 @@ func TestWithdrawalJournalsToTheFirm(t *testing.T) {
 	}
 	if got := rail.BrokerCash(acct); got != 3500 {
 		t.Fatalf("broker cash %d, want 3500", got)
+	}
+}
+
+// The broker refuses a withdrawal outright (403: the cash is not there)
+// and the caller is told so. The cash arrives later: the resume loop must
+// not send the refused withdrawal again on its own — the customer was told
+// it failed and may well have asked again — so nothing leaves the account.
+func TestResumeNeverSendsARefusedIntentAgain(t *testing.T) {
+	rail := fundingtest.New(t, brokersim.Config{Seed: 5})
+	ctx := context.Background()
+	acct := rail.Account()
+	w := &fundingjournal.Writer{Store: rail.Store, Broker: rail.Client(5 * time.Second), FirmAccount: rail.Firm}
+	withdrawal := fundingjournal.Request{RequestID: "withdraw-1", AccountID: acct, Direction: fundingstore.Debit, Amount: 700}
+	if _, err := w.Submit(ctx, withdrawal); err == nil || errors.Is(err, fundingjournal.ErrUnknownOutcome) {
+		t.Fatalf("withdrawal from an empty account: %v; want the broker's refusal", err)
+	}
+	if _, err := w.Submit(ctx, fundingjournal.Request{RequestID: "deposit-1", AccountID: acct, Direction: fundingstore.Credit, Amount: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	fundingtest.Eventually(t, 30*time.Second, "the deposit reaches the account", func() (bool, string) {
+		c := rail.BrokerCash(acct)
+		return c == 1000, fmt.Sprintf("cash %d", c)
+	})
+	if err := w.Resume(ctx); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	js, err := rail.Client(5*time.Second).ListJournals(ctx, fundingbroker.JournalFilter{FromAccount: acct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(js) != 0 || rail.BrokerCash(acct) != 1000 {
+		t.Fatalf("after resume: %d journals out of the account, cash %d; want none, 1000", len(js), rail.BrokerCash(acct))
+	}
+	if m, err := rail.Store.ByKey(ctx, fundingjournal.Key(withdrawal)); err != nil || m.BrokerID != "" {
+		t.Fatalf("the refused intent: %+v (%v); want it without a broker id", m, err)
 	}
 }

@@ -161,10 +161,24 @@ func (s *Store) ByBrokerID(ctx context.Context, d funding.Domain, id string) (Mo
 	return m, err
 }
 
-// Unanswered lists intents of domain d that hold no broker id yet, oldest
-// first: calls whose outcome the service does not know.
+// Unanswered lists intents of domain d that hold no broker id yet and
+// that the broker did not refuse, oldest first: calls whose outcome the
+// service does not know.
 func (s *Store) Unanswered(ctx context.Context, d funding.Domain) ([]Movement, error) {
-	return s.list(ctx, `select `+movementCols+` from funding_movements where domain = $1 and broker_id is null and intent_key is not null order by id`, d)
+	return s.list(ctx, `select `+movementCols+` from funding_movements
+		where domain = $1 and broker_id is null and intent_key is not null and refused is null order by id`, d)
+}
+
+// Refused records the broker's definite refusal of an intent it gave no
+// id: the caller is told the request failed, so nothing sends it again
+// unless the same request is submitted again.
+func (s *Store) Refused(ctx context.Context, key, answer string) error {
+	_, err := s.Pool.Exec(ctx, `update funding_movements set refused = $2, updated_at = now()
+		where intent_key = $1 and broker_id is null`, key, answer)
+	if err != nil {
+		return fmt.Errorf("intent %s: record the refusal: %w", key, err)
+	}
+	return nil
 }
 
 // Open lists the records of domain d the broker is not done with, least
@@ -290,7 +304,7 @@ func (s *Store) Accepted(ctx context.Context, key, brokerID string) (Movement, e
 		if status == "" {
 			status = funding.Pending
 		}
-		m, err = scanMovement(tx.QueryRow(ctx, `update funding_movements set broker_id = $2, status = $3, broker_status = $4, updated_at = now()
+		m, err = scanMovement(tx.QueryRow(ctx, `update funding_movements set broker_id = $2, status = $3, broker_status = $4, refused = null, updated_at = now()
 			where id = $1 returning `+movementCols, in.ID, brokerID, status, brokerStatus))
 		return err
 	})

@@ -73,19 +73,28 @@ func Apply(ctx context.Context, tx pgx.Tx, store *fundingstore.Store, ev idempot
 	if err != nil {
 		return fmt.Errorf("repair command %s: %s %s (finding %d) → %s: %w", ev.EventID, domain, d.BrokerID, d.FindingID, d.BrokerStatus, err)
 	}
-	how, note := reconciler.ResolutionSuperseded, ""
-	switch {
-	case res.Changed:
-		how = reconciler.ResolutionRepaired
-	case res.Review:
-		note = "the writer sent the news to review"
-	case res.Status == target:
-		how = reconciler.ResolutionAlreadyApplied
-	default:
-		note = fmt.Sprintf("movement was %s when the command (%s) arrived", res.Status, d.BrokerStatus)
-	}
+	how, note := Resolution(res, target, d.BrokerStatus)
 	if _, err := reconcilerstore.ResolveFinding(ctx, tx, d.FindingID, how, ResolvedBy, note); err != nil {
 		return fmt.Errorf("repair command %s: %s %s: %w", ev.EventID, domain, d.BrokerID, err)
 	}
 	return nil
+}
+
+// Resolution is how a command's finding is resolved once the writer
+// applied the broker's status (target, spelled brokerStatus) with result
+// res: repaired when the record moved, already_applied when it was there
+// already (the stream got there first), superseded otherwise — the writer
+// sent the news to review, or the record had moved where the status does
+// not lead — with a note saying which; the next scan classifies it afresh.
+func Resolution(res fundingstore.Result, target funding.Status, brokerStatus string) (reconciler.Resolution, string) {
+	switch {
+	case res.Changed:
+		return reconciler.ResolutionRepaired, ""
+	case res.Review:
+		return reconciler.ResolutionSuperseded, "the writer sent the news to review"
+	case res.Status == target:
+		return reconciler.ResolutionAlreadyApplied, ""
+	default:
+		return reconciler.ResolutionSuperseded, fmt.Sprintf("movement was %s when the command (%s) arrived", res.Status, brokerStatus)
+	}
 }

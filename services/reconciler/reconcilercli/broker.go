@@ -239,7 +239,7 @@ func brokerCommand(ctx context.Context, cmd string, args []string, out io.Writer
 		printBrokerCycle(out, rep)
 		return err
 	}
-	return c.serve(ctx, rec, ops, log)
+	return c.serve(ctx, rec, reconcilerfunding.New(pool), ops, m, log)
 }
 
 func (c *brokerFlags) reconciler(pool *pgxpool.Pool, m *reconciler.Metrics, log *slog.Logger) (*reconciler.BrokerReconciler, error) {
@@ -260,14 +260,17 @@ func (c *brokerFlags) reconciler(pool *pgxpool.Pool, m *reconciler.Metrics, log 
 	return reconciler.NewBrokerReconciler(cfg)
 }
 
-// serve is `reconciler broker run`: the scan loop and the scheduled heal
-// until SIGTERM, with /metrics.
-func (c *brokerFlags) serve(ctx context.Context, rec *reconciler.BrokerReconciler, ops *kit.OpsServer, log *slog.Logger) error {
+// serve is `reconciler broker run`: the scan loop, the scheduled heal and
+// the metrics refresher until SIGTERM, with /metrics.
+func (c *brokerFlags) serve(ctx context.Context, rec *reconciler.BrokerReconciler, store *reconcilerfunding.Store, ops *kit.OpsServer,
+	m *reconciler.Metrics, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- ops.Run(ctx, log, 5*time.Second) }()
 	go func() { errc <- rec.Run(ctx, *c.idle, *c.backoff) }()
+	status := func(ctx context.Context) (reconciler.Status, error) { return store.Status(ctx, rec.Job()) }
+	go func() { errc <- every(ctx, 15*time.Second, func() { refresh(ctx, log, m, rec.Job(), status) }) }()
 	if *c.healEach > 0 {
 		go func() {
 			errc <- every(ctx, *c.healEach, func() {
@@ -286,7 +289,7 @@ func (c *brokerFlags) serve(ctx context.Context, rec *reconciler.BrokerReconcile
 	}
 	log.Info("reconciler: broker rail running", "job", rec.Job())
 	var first error
-	for range 3 {
+	for range 4 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 			cancel()

@@ -2,6 +2,7 @@ package reconcilercli
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/concordhq/concord/infra/kit"
@@ -34,7 +35,7 @@ func serve(ctx context.Context, c *common, d *deps) error {
 	errc := make(chan error, 4)
 	go func() { errc <- ops.Run(ctx, d.log, 5*time.Second) }()
 	go func() { errc <- s.Run(ctx, *c.idle, *c.backoff) }()
-	go func() { errc <- every(ctx, 15*time.Second, func() { refresh(ctx, d, m, *c.job) }) }()
+	go func() { errc <- every(ctx, 15*time.Second, func() { refresh(ctx, d.log, m, *c.job, d.store.Status) }) }()
 	if *c.healEach > 0 {
 		go func() {
 			errc <- every(ctx, *c.healEach, func() {
@@ -75,11 +76,13 @@ func every(ctx context.Context, d time.Duration, f func()) error {
 	}
 }
 
-func refresh(ctx context.Context, d *deps, m *reconciler.Metrics, job string) {
-	st, err := d.store.Status(ctx)
+// refresh sets the gauges from status (the lag, the cycle, the open
+// findings); a failed read leaves them as they were.
+func refresh(ctx context.Context, log *slog.Logger, m *reconciler.Metrics, job string, status func(context.Context) (reconciler.Status, error)) {
+	st, err := status(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Warn("reconciler: status for metrics", "err", err)
+			log.Warn("reconciler: status for metrics", "err", err)
 		}
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -469,4 +470,98 @@ func TestHealMirrorsAnEventlessWalletTransfer(t *testing.T) {
 	if err != nil || m.Status != funding.Completed || m.Amount != 4200 {
 		t.Fatalf("wallet transfer %s mirrored as %+v (%v); want completed, 4200", w.ID, m, err)
 	}
+}
+
+// A transfer's answer is lost; its stream message mirrors the transfer
+// under its broker id before the intent knows it, and the scan records a
+// finding on that row. When the intent is finally answered, funding-svc
+// folds the mirrored row into the intent's and removes it: the finding
+// must neither stop the fold (the intent would never learn its broker id)
+// nor be lost with the row.
+func TestAnIntentAnsweredLateFoldsAMirroredRowThatHasAFinding(t *testing.T) {
+	h := newHarness(t, brokersim.Config{Seed: 66})
+	ctx := context.Background()
+	acct := h.rail.Account()
+	intent, _, err := h.rail.Store.Intend(ctx, fundingstore.Movement{Domain: funding.Transfer, IntentKey: "late-answer-1",
+		AccountID: acct, Direction: fundingstore.Credit, Amount: 700, Currency: "USD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const brokerID = "tr-late-answer-1"
+	if _, err := h.rail.Store.Report(ctx, fundingstore.News{Domain: funding.Transfer, BrokerID: brokerID, BrokerStatus: "QUEUED",
+		Details: &fundingstore.Movement{AccountID: acct, Direction: fundingstore.Credit, Amount: 700, Currency: "USD"}}); err != nil {
+		t.Fatal(err)
+	}
+	rows, _, err := h.store.MovementsByBrokerID(ctx, []reconciler.BrokerRef{{Domain: funding.Transfer, BrokerID: brokerID}})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("mirrored row: %v, %v", rows, err)
+	}
+	stats, err := h.store.RecordMovementFindings(ctx, reconciler.SourceScan, []reconciler.MovementResult{{Movement: rows[0], Known: true,
+		Broker:   reconciler.BrokerRecord{Domain: funding.Transfer, BrokerID: brokerID, AccountID: acct, Status: "QUEUED"},
+		Decision: reconciler.Decision{Verdict: reconciler.NeedsReview, Kind: reconciler.KindCompletedLocallyNotAtBroker, Verified: true}}})
+	if err != nil || stats.FindingsOpened != 1 {
+		t.Fatalf("finding on the mirrored row: %+v, %v", stats, err)
+	}
+	m, err := h.rail.Store.Accepted(ctx, intent.IntentKey, brokerID)
+	if err != nil {
+		t.Fatalf("the late answer of intent %s: %v", intent.IntentKey, err)
+	}
+	if m.ID != intent.ID || m.BrokerID != brokerID {
+		t.Fatalf("after the fold: %+v; want intent row %d holding %s", m, intent.ID, brokerID)
+	}
+	if n := h.count(`select count(*) from reconciliation_findings where broker_id = $1 and resolved_at is null
+		and (movement_id = $2 or movement_id is null)`, brokerID, intent.ID); n != 1 {
+		t.Fatalf("%d open findings of %s on the intent's row, want the mirrored row's 1", n, brokerID)
+	}
+	// Seen in sync on the intent's row, the record's finding is cleared.
+	rows, _, err = h.store.MovementsByBrokerID(ctx, []reconciler.BrokerRef{{Domain: funding.Transfer, BrokerID: brokerID}})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("folded row: %v, %v", rows, err)
+	}
+	stats, err = h.store.RecordMovementFindings(ctx, reconciler.SourceScan, []reconciler.MovementResult{{Movement: rows[0], Known: true,
+		Broker:   reconciler.BrokerRecord{Domain: funding.Transfer, BrokerID: brokerID, AccountID: acct, Status: "QUEUED"},
+		Decision: reconciler.Decision{Verdict: reconciler.InSync, Verified: true}}})
+	if err != nil || stats.FindingsCleared != 1 {
+		t.Fatalf("in sync after the fold: %+v, %v; want the finding cleared", stats, err)
+	}
+}
+
+// `reconciler broker run` exports the rail's lag and open findings, as
+// `reconciler run` does the payments': a journal the mirror holds pending
+// while the broker executed it is a repairable finding left open (no
+// funding-svc applies it here), and the gauges say so.
+func TestBrokerRunExportsTheRailsLagAndOpenFindings(t *testing.T) {
+	h := newHarness(t, brokersim.Config{Seed: 67})
+	w := &fundingjournal.Writer{Store: h.rail.Store, Broker: h.rail.Client(5 * time.Second), FirmAccount: h.rail.Firm}
+	h.deposit(w, h.rail.Account(), 1, 1200)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- reconcilercli.Run(ctx, []string{"broker", "run", "--funding-database-url", h.rail.Pool.Config().ConnString(),
+			"--broker-url", h.rail.HTTP.URL, "--broker-key-id", "CK_TEST", "--broker-secret", "secret", "--firm-account", h.rail.Firm,
+			"--topic-prefix", h.events.TopicPrefix, "--grace", "0s", "--interval", "100ms", "--heal-every", "0s", "--http-addr", addr}, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("broker run: %v", err)
+		}
+	})
+	fundingtest.Eventually(t, within, "broker run exports the open finding and the lag", func() (bool, string) {
+		m, err := testkit.ScrapeErr("http://" + addr + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		open := m.Value("concord_reconciler_open_findings", map[string]string{"kind": string(reconciler.KindMissedCompletion)})
+		repairable := m.Value("concord_reconciler_open_findings_by_verdict", map[string]string{"verdict": string(reconciler.Repairable)})
+		lag := m.Value("concord_reconciler_lag_seconds", nil)
+		return open == 1 && repairable == 1 && lag > 0,
+			fmt.Sprintf("open missed_completion %v, repairable %v, lag %vs", open, repairable, lag)
+	})
 }

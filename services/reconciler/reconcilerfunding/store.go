@@ -130,6 +130,7 @@ func (s *Store) RecordMovementFindings(ctx context.Context, source reconciler.So
 func (s *Store) apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, results []reconciler.MovementResult) (reconciler.RecordStats, error) {
 	stats := reconciler.RecordStats{ByKind: map[reconciler.Kind]int{}, Commands: map[reconciler.Command]int{}}
 	var inSync []int64
+	var syncDomains, syncIDs []string
 	for _, r := range results {
 		if !r.Decision.Verified {
 			continue
@@ -146,6 +147,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, 
 		switch {
 		case r.Decision.Verdict == reconciler.InSync && r.Known:
 			inSync = append(inSync, r.Movement.ID)
+			syncDomains, syncIDs = append(syncDomains, string(r.Movement.Domain)), append(syncIDs, r.Movement.BrokerID)
 		case r.Decision.Kind != "":
 			opened, cmd, err := s.openFinding(ctx, tx, source, r)
 			if err != nil {
@@ -162,10 +164,14 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, source reconciler.Source, 
 		}
 	}
 	if len(inSync) > 0 {
+		// A finding whose row was folded into its intent's (movement_id
+		// set null) is found by its broker record.
 		tag, err := tx.Exec(ctx, `update reconciliation_findings
 			set resolved_at = now(), resolution = 'cleared', resolved_by = 'reconciler',
 			    note = 'verified in sync by a later ' || $2
-			where movement_id = any($1) and resolved_at is null`, inSync, string(source))
+			where resolved_at is null and (movement_id = any($1)
+			   or (movement_id is null and broker_id <> '' and (domain, broker_id) in (select * from unnest($3::text[], $4::text[]))))`,
+			inSync, string(source), syncDomains, syncIDs)
 		if err != nil {
 			return stats, fmt.Errorf("clear findings of %d in-sync movements: %w", len(inSync), err)
 		}
@@ -319,4 +325,20 @@ func (s *Store) Findings(ctx context.Context, all bool, limit int) ([]Finding, e
 		f.Source, f.Resolution = reconciler.Source(src), reconciler.Resolution(res)
 		return f, err
 	})
+}
+
+// Status reads the broker rail's lag (reconciler.MovementLag for job's
+// cursor), its cursors and its open findings, for the gauges of
+// `reconciler broker run`. Payments stays 0: this database holds none.
+func (s *Store) Status(ctx context.Context, job string) (reconciler.Status, error) {
+	var st reconciler.Status
+	var oldest, cycleStart *time.Time
+	err := s.pool.QueryRow(ctx, `select now(), (select min(created_at) from funding_movements),
+			(select last_cycle_completed_at - last_cycle_duration from reconciliation_cursor where job = $1)`, job).
+		Scan(&st.Now, &oldest, &cycleStart)
+	if err != nil {
+		return st, fmt.Errorf("reconciler store: job %s: lag: %w", job, err)
+	}
+	st.Lag = reconciler.MovementLag(st.Now, oldest, cycleStart)
+	return st, reconcilerstore.New(s.pool).CursorsAndFindings(ctx, &st)
 }

@@ -26,11 +26,18 @@ func (s *Store) Status(ctx context.Context) (reconciler.Status, error) {
 	if lag != nil {
 		st.Lag = *lag
 	}
+	return st, s.CursorsAndFindings(ctx, &st)
+}
+
+// CursorsAndFindings fills in st's cursors and open findings (by kind and
+// by verdict). The broker rail's tables in the funding database have the
+// same shape, so its status reads them through this too.
+func (s *Store) CursorsAndFindings(ctx context.Context, st *reconciler.Status) error {
 	rows, err := s.pool.Query(ctx, `select job, last_id, cycle_started_at, last_cycle_completed_at,
 			last_cycle_duration, cycles_completed
 		from reconciliation_cursor order by job`)
 	if err != nil {
-		return st, fmt.Errorf("reconciler store: cursors: %w", err)
+		return fmt.Errorf("reconciler store: cursors: %w", err)
 	}
 	st.Cursors, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (reconciler.CursorStatus, error) {
 		var c reconciler.CursorStatus
@@ -38,13 +45,13 @@ func (s *Store) Status(ctx context.Context) (reconciler.Status, error) {
 		return c, err
 	})
 	if err != nil {
-		return st, fmt.Errorf("reconciler store: cursors: %w", err)
+		return fmt.Errorf("reconciler store: cursors: %w", err)
 	}
 	if st.OpenFindings, err = s.OpenFindings(ctx); err != nil {
-		return st, err
+		return err
 	}
 	st.OpenByVerdict, err = s.openByVerdict(ctx)
-	return st, err
+	return err
 }
 
 // openByVerdict counts unresolved findings by verdict.
