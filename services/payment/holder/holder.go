@@ -7,6 +7,11 @@
 // provider's PaymentIntent id as soon as it is known, and records the
 // outcome together with the saga.step_replied reply in one transaction.
 //
+// A hold's commands take effect one at a time, in the order the
+// orchestrator sent them: a cancel sent after a capture that is still
+// pending (the orchestrator stopped waiting for it) is taken up only once
+// the capture is answered, and then refunds it. See ClaimHoldCommands.
+//
 // A call the provider did not answer (timeout, 429, 5xx) leaves the command
 // pending; it is tried again later with the same key, and when the
 // PaymentIntent is already known it is read first, so an effect that did

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,9 @@ type countingGateway struct {
 	mu     sync.Mutex
 	calls  map[string]int           // "kind key" → calls
 	traces map[string]trace.TraceID // "kind key" → the trace of the last call
+	// captureDown makes captures go unanswered while the provider answers
+	// everything else, as a capture lost on its way does.
+	captureDown atomic.Bool
 }
 
 func (g *countingGateway) count(ctx context.Context, kind, key string) {
@@ -74,6 +78,9 @@ func (g *countingGateway) Authorize(ctx context.Context, in paymentprovider.Inte
 
 func (g *countingGateway) Capture(ctx context.Context, id string, amount int64, key string) (paymentprovider.Payment, error) {
 	g.count(ctx, "capture", key)
+	if g.captureDown.Load() {
+		return paymentprovider.Payment{}, paymentprovider.ErrUnavailable
+	}
 	return g.Gateway.Capture(ctx, id, amount, key)
 }
 

@@ -238,9 +238,9 @@ func TestHoldExpiredBeforeCaptureRepliesFailed(t *testing.T) {
 	}
 }
 
-// A capture and the compensation that gives up on it can run at once: the
-// provider captures, and the cancel finds the intent captured and refunds
-// it before the capture's own answer is recorded. The hold must end
+// The provider can hold a capture this service has not recorded (made
+// with the capture's key by a call whose answer never reached us): the
+// cancel finds the intent captured and refunds it. The hold must end
 // refunded, as the provider has it, and the capture recorded late must not
 // move it back.
 func TestACompensationThatOvertakesItsCaptureRefundsAndTheHoldEndsRefunded(t *testing.T) {
@@ -264,5 +264,45 @@ func TestACompensationThatOvertakesItsCaptureRefundsAndTheHoldEndsRefunded(t *te
 	r.reply(saga + ":capture_payment")
 	if h := r.hold(saga + ":reserve_credit"); h.Status != payment.HoldRefunded {
 		t.Fatalf("hold after the late capture: %s, want refunded", h.Status)
+	}
+}
+
+// The orchestrator gave up on a capture the provider did not answer and
+// compensates while the capture is still pending here. The cancel must
+// wait for the capture's outcome, not release the hold under it: the
+// capture succeeds, then the cancel refunds it, in the order they were
+// sent.
+func TestACancelWaitsForThePendingCaptureSentBeforeIt(t *testing.T) {
+	r := newRig(t, providersim.Config{}, 0)
+	saga := sagaID(t)
+	capKey, cancelKey := saga+":capture_payment", saga+":reserve_credit_compensate"
+	r.send(authorize(saga, 1000, ""))
+	r.reply(saga + ":reserve_credit")
+	r.gw.captureDown.Store(true)
+	r.send(capture(saga, 600))
+	eventually(t, "a capture attempt without an answer", func() bool { return r.attempts(capKey) >= 1 })
+	r.send(cancelHold(saga, 1000))
+	// The second pass to take up the capture from now began after the
+	// cancel was stored and due: it is the pass that would have taken the
+	// cancel too, if not earlier.
+	seen := r.attempts(capKey)
+	eventually(t, "two more capture attempts or a cancel attempt", func() bool {
+		return r.attempts(capKey) >= seen+2 || r.attempts(cancelKey) > 0
+	})
+	if n := r.attempts(cancelKey); n != 0 {
+		t.Fatalf("the cancel was attempted %d times while the capture sent before it was pending, want 0", n)
+	}
+	r.gw.captureDown.Store(false)
+	if c := r.reply(capKey); c.Outcome != contract.SagaStepRepliedV1OutcomeSucceeded || c.Amount == nil || *c.Amount != 600 {
+		t.Fatalf("capture reply: %+v, want succeeded 600", c)
+	}
+	if c := r.reply(cancelKey); c.Outcome != contract.SagaStepRepliedV1OutcomeSucceeded || c.Amount == nil || *c.Amount != 600 {
+		t.Fatalf("compensation reply: %+v, want a succeeded refund of 600", c)
+	}
+	if h := r.hold(saga + ":reserve_credit"); h.Status != payment.HoldRefunded {
+		t.Fatalf("hold: %s, want refunded", h.Status)
+	}
+	if n := r.gw.n("cancel", cancelKey); n != 0 {
+		t.Fatalf("%d cancel calls for a captured hold, want none (a refund)", n)
 	}
 }

@@ -148,9 +148,18 @@ func HoldCommandByKey(ctx context.Context, q Querier, key string) (HoldCommand, 
 // ClaimHoldCommands takes up to limit unanswered commands due for an
 // attempt and pushes their next attempt a lease into the future, as
 // ClaimCharges does for charges.
+//
+// Only the oldest unanswered command of each hold is taken: the commands
+// of one hold take effect in the order they were received, so a cancel
+// waits until the capture before it is answered (it would otherwise
+// release the hold under the capture, or race it), however many workers
+// claim. Order wins over progress: a command left pending holds back the
+// ones behind it.
 func ClaimHoldCommands(ctx context.Context, pool *pgxpool.Pool, limit int, lease time.Duration) ([]HoldCommand, error) {
 	rows, err := pool.Query(ctx, `update hold_commands c set next_attempt_at = now() + make_interval(secs => $2), attempts = c.attempts + 1
-		from (select idempotency_key from hold_commands where status = 'pending' and next_attempt_at <= now()
+		from (select idempotency_key from hold_commands h where status = 'pending' and next_attempt_at <= now()
+		        and not exists (select 1 from hold_commands earlier where earlier.hold_key = h.hold_key
+		                        and earlier.status = 'pending' and earlier.seq < h.seq)
 		      order by next_attempt_at limit $1 for update skip locked) due
 		where c.idempotency_key = due.idempotency_key
 		returning c.idempotency_key, c.command_type, c.command_id::text, c.correlation_id, c.saga_id, c.step, c.hold_key, c.amount,
