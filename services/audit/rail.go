@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/funding"
 )
 
@@ -182,13 +183,8 @@ func BalancesMatchBroker(s RailSnapshot) Result {
 
 // signed is what an account.* event does to the balance.
 func signed(e AccountEvent) int64 {
-	switch e.Type {
-	case "account.credited", "account.debit_reversed":
-		return e.Amount
-	case "account.debited", "account.credit_reversed":
-		return -e.Amount
-	}
-	return 0
+	d, _ := funding.EventDelta(contract.Type(e.Type), e.Amount)
+	return d
 }
 
 // NoMoneyMovedTwice checks that each broker record is mirrored once, that

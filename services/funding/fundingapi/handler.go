@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/concordhq/concord/services/funding/fundingjournal"
+	"github.com/concordhq/concord/services/funding/fundingprojection"
 	"github.com/concordhq/concord/services/funding/fundingstore"
 	"github.com/concordhq/concord/services/funding/fundingtransfer"
 )
@@ -23,7 +24,10 @@ type Handler struct {
 	Writer *fundingjournal.Writer
 	// Transfers submits ACH transfers; nil leaves /v1/funding/transfers out.
 	Transfers *fundingtransfer.Writer
-	Log       *slog.Logger
+	// Projection, when set, answers with the balance too the consumer of
+	// account-events built (fundingprojection).
+	Projection bool
+	Log        *slog.Logger
 }
 
 // Register mounts the endpoints on mux.
@@ -170,7 +174,16 @@ func (h *Handler) balance(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"account_id": account, "currency": "USD", "balance": b})
+	out := map[string]any{"account_id": account, "currency": "USD", "balance": b}
+	if h.Projection {
+		p, err := fundingprojection.Read(r.Context(), h.Store.Pool, account, "USD")
+		if err != nil {
+			problem(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		out["projection"] = p
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func problem(w http.ResponseWriter, status int, detail string) {
