@@ -1,8 +1,8 @@
 // Package fundingapi is funding-svc's HTTP API: deposits and withdrawals
 // by cash journal (between the firm's account and the customer's) and by
 // ACH transfer (between the customer's bank and their account), the
-// movements as the service mirrors them, and the projected balance of an
-// account.
+// movements as the service mirrors them, and the balance of an account as
+// the service books it and as its consumer of account-events projects it.
 package fundingapi
 
 import (
@@ -24,8 +24,9 @@ type Handler struct {
 	Writer *fundingjournal.Writer
 	// Transfers submits ACH transfers; nil leaves /v1/funding/transfers out.
 	Transfers *fundingtransfer.Writer
-	// Projection, when set, answers with the balance too the consumer of
-	// account-events built (fundingprojection).
+	// Projection adds to the balance answer the one funding-svc's consumer
+	// of account-events built (fundingprojection), which must then run on
+	// the same database.
 	Projection bool
 	Log        *slog.Logger
 }
