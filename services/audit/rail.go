@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/funding"
 )
 
@@ -19,6 +20,9 @@ type RailSnapshot struct {
 	Balances map[string]int64
 	// Events are the account.* events funding-svc committed.
 	Events []AccountEvent
+	// Projection is each account's balance as funding-svc's consumer of
+	// account-events built it (account_balance_projection).
+	Projection map[string]Projected
 	// Reviews are the news funding-svc sent to review, one line each.
 	Reviews []string
 	// Broker holds every journal, transfer and wallet transfer the broker
@@ -59,6 +63,29 @@ type AccountEvent struct {
 	AccountID  string
 	MovementID string // the broker's id of the movement
 	Amount     int64
+}
+
+// Projected is one account's row of the consumer-built projection.
+type Projected struct {
+	Balance int64 // cents
+	Events  int64 // account.* events applied
+}
+
+// ProjectionCaughtUp says whether the projection has applied, for every
+// account, as many events as funding-svc committed for it: what to wait for
+// before BalancesMatchBroker, as the projection follows the outbox through
+// the relay and Kafka.
+func (s RailSnapshot) ProjectionCaughtUp() bool {
+	committed := map[string]int64{}
+	for _, e := range s.Events {
+		committed[e.AccountID]++
+	}
+	for a, n := range committed {
+		if s.Projection[a].Events != n {
+			return false
+		}
+	}
+	return true
 }
 
 // BrokerRecord is one money movement as the broker shows it, from the
@@ -144,17 +171,21 @@ func RailConverged(s RailSnapshot) Result {
 }
 
 // BalancesMatchBroker checks that each account's balance is the broker's
-// cash three ways: funding-svc's balance, the sum of its entries, and the
-// projection of its account.* events (what a consumer of account-events
-// builds).
+// cash four ways: funding-svc's balance, the sum of its entries, the sum of
+// its committed account.* events, and the projection its consumer of
+// account-events built from them, which must also have applied each event
+// exactly once.
 func BalancesMatchBroker(s RailSnapshot) Result {
 	r := Result{Check: "each account's projected balance equals the broker's cash"}
-	entries, events := map[string]int64{}, map[string]int64{}
+	entries, events, counts := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	accounts := map[string]bool{}
 	for a := range s.Cash {
 		accounts[a] = true
 	}
 	for a := range s.Balances {
+		accounts[a] = true
+	}
+	for a := range s.Projection {
 		accounts[a] = true
 	}
 	for _, e := range s.Entries {
@@ -163,6 +194,7 @@ func BalancesMatchBroker(s RailSnapshot) Result {
 	}
 	for _, e := range s.Events {
 		events[e.AccountID] += signed(e)
+		counts[e.AccountID]++
 		accounts[e.AccountID] = true
 	}
 	for _, a := range sortedKeys(accounts) {
@@ -171,9 +203,11 @@ func BalancesMatchBroker(s RailSnapshot) Result {
 			r.Violations = append(r.Violations, Violation{"account " + a, "unknown to the broker"})
 			continue
 		}
-		if b, e, p := s.Balances[a], entries[a], events[a]; b != cash || e != cash || p != cash {
+		b, e, ev, p := s.Balances[a], entries[a], events[a], s.Projection[a]
+		if b != cash || e != cash || ev != cash || p.Balance != cash || p.Events != counts[a] {
 			r.Violations = append(r.Violations, Violation{"account " + a,
-				fmt.Sprintf("broker cash %d, balance %d, entries %d, events %d", cash, b, e, p)})
+				fmt.Sprintf("broker cash %d, balance %d, entries %d, events %d, projection %d (%d of %d events applied)",
+					cash, b, e, ev, p.Balance, p.Events, counts[a])})
 		}
 	}
 	r.Summary = fmt.Sprintf("%d accounts", len(accounts))
@@ -182,13 +216,8 @@ func BalancesMatchBroker(s RailSnapshot) Result {
 
 // signed is what an account.* event does to the balance.
 func signed(e AccountEvent) int64 {
-	switch e.Type {
-	case "account.credited", "account.debit_reversed":
-		return e.Amount
-	case "account.debited", "account.credit_reversed":
-		return -e.Amount
-	}
-	return 0
+	d, _ := funding.EventDelta(contract.Type(e.Type), e.Amount)
+	return d
 }
 
 // NoMoneyMovedTwice checks that each broker record is mirrored once, that

@@ -40,7 +40,8 @@ func healthyRail() audit.RailSnapshot {
 			{MovementID: 6, Kind: "apply", AccountID: "a2", Amount: 1000},
 			{MovementID: 8, Kind: "apply", AccountID: "a2", Amount: 700},
 		},
-		Balances: map[string]int64{"a1": 6499, "a2": 1700},
+		Balances:   map[string]int64{"a1": 6499, "a2": 1700},
+		Projection: map[string]audit.Projected{"a1": {Balance: 6499, Events: 5}, "a2": {Balance: 1700, Events: 4}},
 		Events: []audit.AccountEvent{
 			{EventID: "e1", Type: "account.credited", AccountID: "a1", MovementID: "j1", Amount: 5000},
 			{EventID: "e2", Type: "account.credited", AccountID: "a1", MovementID: "j2", Amount: 2000},
@@ -111,6 +112,15 @@ func TestEachRailCheckFindsItsViolation(t *testing.T) {
 		{"events that do not add up to the cash", "each account's projected balance", "account a2", "events 4700", func(s *audit.RailSnapshot) {
 			s.Events = append(s.Events[:6], s.Events[7:]...) // t1's reversal never announced
 		}},
+		{"a projection that applied an event twice", "each account's projected balance", "account a1", "projection 11499 (6 of 5 events applied)", func(s *audit.RailSnapshot) {
+			s.Projection["a1"] = audit.Projected{Balance: 11499, Events: 6}
+		}},
+		{"a projection that took a reversal the wrong way", "each account's projected balance", "account a2", "projection 7700 (4 of 4 events applied)", func(s *audit.RailSnapshot) {
+			s.Projection["a2"] = audit.Projected{Balance: 7700, Events: 4}
+		}},
+		{"a projection that missed an event", "each account's projected balance", "account a2", "projection 1000 (3 of 4 events applied)", func(s *audit.RailSnapshot) {
+			s.Projection["a2"] = audit.Projected{Balance: 1000, Events: 3}
+		}},
 		{"an account the broker does not have", "each account's projected balance", "account a3", "unknown to the broker", func(s *audit.RailSnapshot) {
 			s.Balances["a3"] = 0
 		}},
@@ -159,5 +169,22 @@ func TestEachRailCheckFindsItsViolation(t *testing.T) {
 			tc.breakIt(&s)
 			wantViolation(t, audit.Rail(s), tc.check, tc.subject, tc.problem)
 		})
+	}
+}
+
+// The demo waits on ProjectionCaughtUp before the checks: it holds only
+// once every account's projection applied as many events as were committed.
+func TestProjectionCaughtUp(t *testing.T) {
+	s := healthyRail()
+	if !s.ProjectionCaughtUp() {
+		t.Fatal("the healthy rail's projection is not caught up")
+	}
+	s.Projection["a2"] = audit.Projected{Balance: 1000, Events: 3}
+	if s.ProjectionCaughtUp() {
+		t.Error("a projection short of one of a2's events counts as caught up")
+	}
+	delete(s.Projection, "a2")
+	if s.ProjectionCaughtUp() {
+		t.Error("a projection without a2 counts as caught up")
 	}
 }

@@ -54,6 +54,18 @@ func ReadRail(ctx context.Context, src RailSources) (audit.RailSnapshot, error) 
 		}
 		return e
 	})
+	read("projection", func() error {
+		ps, e := rows(ctx, src.Funding, `select account_id, balance, events from account_balance_projection where currency = 'USD'`,
+			pgx.RowToStructByPos[struct {
+				Account string
+				audit.Projected
+			}])
+		s.Projection = map[string]audit.Projected{}
+		for _, p := range ps {
+			s.Projection[p.Account] = p.Projected
+		}
+		return e
+	})
 	read("reviews", func() (e error) {
 		s.Reviews, e = rows(ctx, src.Funding, `select domain || ' ' || broker_id || ' ' || broker_status || ': ' || reason || ' (' || source || ')'
 			from funding_review order by id`, pgx.RowTo[string])

@@ -408,8 +408,9 @@ func (rl *rail) settledAtBroker(ctx context.Context, timeout time.Duration) erro
 	})
 }
 
-// converged waits until the broker is settled, funding-svc mirrors it and
-// every account.* event is published, and says how long that took. A rail
+// converged waits until the broker is settled, funding-svc mirrors it,
+// every account.* event is published and its consumer-built projection
+// applied them all, and says how long that took. A rail
 // that does not converge is no error here: the invariants then say what
 // is left; only ctx's end is.
 func (rl *rail) converged(ctx context.Context, step func(string, ...any), when string) error {
@@ -422,7 +423,7 @@ func (rl *rail) converged(ctx context.Context, step func(string, ...any), when s
 		}
 		last = audit.RailConverged(s)
 		unpublished := rl.count(ctx, `select count(*) from outbox where published_at is null`)
-		return pendingAtBroker(s) == 0 && last.Holds() && unpublished == 0, nil
+		return pendingAtBroker(s) == 0 && last.Holds() && unpublished == 0 && s.ProjectionCaughtUp(), nil
 	})
 	switch {
 	case ctx.Err() != nil:
@@ -464,6 +465,7 @@ func (rl *rail) summary(ctx context.Context, s audit.RailSnapshot) {
 	fmt.Printf("    %-34s %5d (%s)\n", "transfers RETURNED after COMPLETE", len(rl.returned), strings.Join(rl.returned, ", "))
 	fmt.Printf("    %-34s %5d\n", "wallet transfers (no events)", rl.wallet)
 	fmt.Printf("    %-34s %5d\n", "stream messages taken in", rl.count(ctx, `select count(*) from funding_stream_intake`))
+	fmt.Printf("    %-34s %5d\n", "account events projected", rl.count(ctx, `select coalesce(sum(events), 0) from account_balance_projection`))
 	if rl.healed != "" {
 		fmt.Println("    reconciler broker heal:")
 		for _, l := range strings.Split(strings.TrimSpace(rl.healed), "\n") {

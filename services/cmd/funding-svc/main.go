@@ -6,13 +6,15 @@
 // reconciler's repair commands (funding-commands) through the same
 // status-guarded writer. Every movement's entries publish
 // account.* events through the outbox, keyed by account id; the balances
-// per account are their projection.
+// per account are their projection, built by this service's consumer of
+// account-events (fundingprojection) in a table of its own.
 package main
 
 import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +26,7 @@ import (
 	"github.com/concordhq/concord/services/funding/fundingbroker"
 	"github.com/concordhq/concord/services/funding/fundingjournal"
 	"github.com/concordhq/concord/services/funding/fundingpoll"
+	"github.com/concordhq/concord/services/funding/fundingprojection"
 	"github.com/concordhq/concord/services/funding/fundingstore"
 	"github.com/concordhq/concord/services/funding/fundingstream"
 	"github.com/concordhq/concord/services/funding/fundingtransfer"
@@ -37,16 +40,19 @@ func main() { kit.Main("funding-svc", run) }
 func run(ctx context.Context, args []string) error {
 	var brokerURL, keyID, secret, firm *string
 	var timeout, rewind, pollEvery, completedWindow, resumeEvery *time.Duration
-	var repairs idempotent.Mux
+	var mux idempotent.Mux
 	return svc.Run(ctx, args, svc.Spec{
 		Name: "funding-svc", Summary: "Concord funding service: the broker rail's deposits, withdrawals and account events.",
 		DatabaseEnv: "", DefaultAddr: ":8087", DefaultOpsAddr: ":9087",
 		ProducedTopics: []string{contract.TypeAccountCredited.Topic()},
 		// The reconciler's repair commands, appended to this database's
-		// outbox and published by this service's relay; the handler is
-		// registered in Setup, which has the outbox writer.
-		Topics: []string{fundingrepair.Topic}, Types: fundingrepair.Types,
-		BatchHandler: fundingrepair.BatchHandler(&repairs),
+		// outbox and published by this service's relay (their handler is
+		// registered in Setup, which has the store), and the service's own
+		// account.* events, which the projection applies. One group: the
+		// grants give each service one.
+		Topics:       []string{fundingrepair.Topic, fundingprojection.Topic},
+		Types:        append(slices.Clone(fundingrepair.Types), fundingprojection.Types...),
+		BatchHandler: fundingrepair.BatchHandler(&mux),
 		Migrate:      migrate,
 		Flags: func(fs *kit.FlagSet) {
 			brokerURL = fs.String("broker-url", "", "", "broker API base URL (broker-sim: http://127.0.0.1:12112)")
@@ -72,13 +78,14 @@ func run(ctx context.Context, args []string) error {
 				return nil, err
 			}
 			store := &fundingstore.Store{Pool: env.Pool, Outbox: env.Outbox}
-			fundingrepair.Register(&repairs, store)
+			fundingrepair.Register(&mux, store)
+			fundingprojection.Register(&mux)
 			calls := &fundingbroker.Client{BaseURL: *brokerURL, KeyID: *keyID, Secret: *secret, HTTP: &http.Client{Timeout: *timeout}}
 			// Streams stay open for hours: no client timeout, ctx ends them.
 			streams := &fundingbroker.Client{BaseURL: *brokerURL, KeyID: *keyID, Secret: *secret, HTTP: &http.Client{}}
 			writer := &fundingjournal.Writer{Store: store, Broker: calls, FirmAccount: *firm}
 			transfers := &fundingtransfer.Writer{Store: store, Broker: calls}
-			(&fundingapi.Handler{Store: store, Writer: writer, Transfers: transfers, Log: env.Log}).Register(env.API)
+			(&fundingapi.Handler{Store: store, Writer: writer, Transfers: transfers, Projection: true, Log: env.Log}).Register(env.API)
 			workers := []func(context.Context) error{
 				(&fundingpoll.Poller{Store: store, Broker: calls, Interval: *pollEvery, CompletedWindow: *completedWindow}).Run,
 				func(ctx context.Context) error { return every(ctx, *resumeEvery, writer.Resume, env) },
@@ -92,13 +99,16 @@ func run(ctx context.Context, args []string) error {
 	})
 }
 
-// migrate applies the funding schema, then the reconciler's tables: the
-// repair handler resolves findings, and those reference movements.
+// migrate applies the funding schema, then the reconciler's tables (the
+// repair handler resolves findings, and those reference movements), then
+// the projection's.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := fundingstore.Migrate(ctx, pool); err != nil {
-		return err
+	for _, m := range []func(context.Context, *pgxpool.Pool) error{fundingstore.Migrate, reconcilerfunding.Migrate, fundingprojection.Migrate} {
+		if err := m(ctx, pool); err != nil {
+			return err
+		}
 	}
-	return reconcilerfunding.Migrate(ctx, pool)
+	return nil
 }
 
 // every runs f at start and then every d until ctx ends; a failed run is

@@ -1,8 +1,8 @@
 // Package fundingapi is funding-svc's HTTP API: deposits and withdrawals
 // by cash journal (between the firm's account and the customer's) and by
 // ACH transfer (between the customer's bank and their account), the
-// movements as the service mirrors them, and the projected balance of an
-// account.
+// movements as the service mirrors them, and the balance of an account as
+// the service books it and as its consumer of account-events projects it.
 package fundingapi
 
 import (
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/concordhq/concord/services/funding/fundingjournal"
+	"github.com/concordhq/concord/services/funding/fundingprojection"
 	"github.com/concordhq/concord/services/funding/fundingstore"
 	"github.com/concordhq/concord/services/funding/fundingtransfer"
 )
@@ -23,7 +24,11 @@ type Handler struct {
 	Writer *fundingjournal.Writer
 	// Transfers submits ACH transfers; nil leaves /v1/funding/transfers out.
 	Transfers *fundingtransfer.Writer
-	Log       *slog.Logger
+	// Projection adds to the balance answer the one funding-svc's consumer
+	// of account-events built (fundingprojection), which must then run on
+	// the same database.
+	Projection bool
+	Log        *slog.Logger
 }
 
 // Register mounts the endpoints on mux.
@@ -170,7 +175,16 @@ func (h *Handler) balance(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"account_id": account, "currency": "USD", "balance": b})
+	out := map[string]any{"account_id": account, "currency": "USD", "balance": b}
+	if h.Projection {
+		p, err := fundingprojection.Read(r.Context(), h.Store.Pool, account, "USD")
+		if err != nil {
+			problem(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		out["projection"] = p
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func problem(w http.ResponseWriter, status int, detail string) {

@@ -202,8 +202,9 @@ func (s *Store) list(ctx context.Context, q string, args ...any) ([]Movement, er
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Movement, error) { return scanMovement(r) })
 }
 
-// Balance is the account's projected balance in currency: the sum of its
-// movements' entries.
+// Balance is the account's balance in currency as this service books it:
+// the sum of its movements' entries (fundingprojection holds the one a
+// consumer of account-events builds).
 func (s *Store) Balance(ctx context.Context, account, currency string) (int64, error) {
 	var b int64
 	err := s.Pool.QueryRow(ctx, `select coalesce((select balance from funding_balances where account_id = $1 and currency = $2), 0)`, account, currency).Scan(&b)

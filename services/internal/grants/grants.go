@@ -24,6 +24,7 @@ import (
 
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/schemas/contract"
+	"github.com/concordhq/concord/services/funding/fundingprojection"
 	"github.com/concordhq/concord/services/inventory/inventoryconsumer"
 	"github.com/concordhq/concord/services/orchestrator/orchestratorconsumer"
 	"github.com/concordhq/concord/services/order/orderconsumer"
@@ -60,9 +61,10 @@ var Services = []Service{
 			contract.TypeShippingCreateShipment, contract.TypeSagaFinished)},
 	{Name: "shipping-svc", Reads: shippingconsumer.Topics, Writes: topics(contract.TypeSagaStepReplied)},
 	// funding-svc's news comes from the broker's streams and polls; from
-	// Kafka it reads only the reconciler's repair commands, which its own
-	// relay publishes from the funding database's outbox.
-	{Name: "funding-svc", Reads: []string{fundingrepair.Topic},
+	// Kafka it reads the reconciler's repair commands, which its own relay
+	// publishes from the funding database's outbox, and its own account
+	// events, which its balance projection applies.
+	{Name: "funding-svc", Reads: []string{fundingrepair.Topic, fundingprojection.Topic},
 		Writes: union(topics(contract.TypeAccountCredited, contract.TypeAccountDebited), []string{fundingrepair.Topic})},
 }
 

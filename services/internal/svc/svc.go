@@ -186,8 +186,13 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	kcfg := kf.Config()
 	if *createTopics {
 		all := slices.Clone(topics)
+		// A topic both consumed and produced (funding-svc projects its own
+		// account-events) is named once: Kafka refuses a CreateTopics
+		// request naming a topic twice (INVALID_REQUEST).
 		for _, t := range spec.ProducedTopics {
-			all = append(all, *prefix+t)
+			if !slices.Contains(all, *prefix+t) {
+				all = append(all, *prefix+t)
+			}
 		}
 		if err := ensureTopics(startCtx, kcfg, log, all, int32(*partitions)); err != nil {
 			return err

@@ -43,7 +43,9 @@ func Register(mux *idempotent.Mux, store *fundingstore.Store) {
 	})
 }
 
-// BatchHandler applies a batch one command after another.
+// BatchHandler applies a batch one event after another through mux, which
+// may hold other handlers than Register's (funding-svc's also projects
+// account-events).
 func BatchHandler(mux *idempotent.Mux) idempotent.BatchHandler {
 	return func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, out outbox.Emitter) error {
 		for _, ev := range evs {
