@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,10 +176,13 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 		return float64(int64(n)-firstN) / consumed.Seconds()
 	}
 	perEventRate := consume(idempotent.Config{Handler: perEvent})
-	// The runner's peak memory: the high-water mark is set back to the
-	// present resident set first, so it is the BatchHandler run's alone
-	// (the test process also holds the rows it produced, about 100 B each).
+	// The runner's peak memory: what earlier phases freed goes back to the
+	// OS and the high-water mark is set back to the resident set left, so
+	// the peak is the BatchHandler run's (the test process also holds the
+	// rows it produced, about 100 B each).
+	debug.FreeOSMemory()
 	_ = proc.ResetPeakRSS(os.Getpid())
+	memStart, _ := proc.ReadUsage(os.Getpid())
 	consumerRate := consume(idempotent.Config{BatchHandler: batchHandler})
 	mem, _ := proc.ReadUsage(os.Getpid())
 	// The same again with tracing on: franz-go's receive span and the
@@ -228,7 +232,8 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	fmt.Printf("\nconsumer benchmark: %d events of ~1 KiB over %d partitions, handler inserts one row\n", n, partitions)
 	fmt.Printf("  load average at start: %s, at end: %s\n", loadStart, testkit.LoadAverage())
 	fmt.Printf("  applied with dedupe, BatchHandler (Kafka → validate → processed_events + pgx batch of the INSERTs, batches of ≤%d, %d partitions in parallel): %8.0f events/s\n", batchSize, parallel, consumerRate)
-	fmt.Printf("  peak RSS of the benchmark process during the BatchHandler run: %.0f MiB\n", float64(mem.PeakRSS)/(1<<20))
+	fmt.Printf("  peak RSS of the benchmark process during the BatchHandler run: %.0f MiB (%.0f MiB at its start)\n",
+		float64(mem.PeakRSS)/(1<<20), float64(memStart.RSS)/(1<<20))
 	fmt.Printf("  the same BatchHandler with tracing on (receive + process span per event, OTLP to an in-process no-op collector):     %8.0f events/s (%.2f x untraced; %s)\n", tracedRate, tracedRate/consumerRate, sink.Stats())
 	fmt.Printf("  applied with dedupe, per-event Handler (one INSERT round trip per event, otherwise the same):                       %8.0f events/s\n", perEventRate)
 	fmt.Printf("  raw batched INSERT of the same rows (pgx batch of %d per tx, %d in parallel, no Kafka, no dedupe):  %8.0f rows/s\n", batchSize, parallel, rawRate)
