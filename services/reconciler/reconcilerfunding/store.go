@@ -94,33 +94,16 @@ func (s *Store) RecordMovements(ctx context.Context, page reconciler.MovementPag
 		return reconciler.RecordStats{}, nil
 	}
 	next := page.Rows[len(page.Rows)-1].ID
-	var stats reconciler.RecordStats
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := reconcilerstore.AdvanceCursor(ctx, tx, page.Job, page.CursorID, next); err != nil {
-			return err
-		}
-		var err error
-		stats, err = s.apply(ctx, tx, reconciler.SourceScan, results)
-		return err
+	return reconcilerstore.RecordPage(ctx, s.pool, page.Job, page.CursorID, next, func(tx pgx.Tx) (reconciler.RecordStats, error) {
+		return s.apply(ctx, tx, reconciler.SourceScan, results)
 	})
-	if err != nil {
-		return reconciler.RecordStats{}, fmt.Errorf("reconciler store: job %s: record page after id %d: %w", page.Job, page.CursorID, err)
-	}
-	return stats, nil
 }
 
 // RecordMovementFindings records results without a cursor (heal).
 func (s *Store) RecordMovementFindings(ctx context.Context, source reconciler.Source, results []reconciler.MovementResult) (reconciler.RecordStats, error) {
-	var stats reconciler.RecordStats
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		stats, err = s.apply(ctx, tx, source, results)
-		return err
+	return reconcilerstore.RecordWithoutCursor(ctx, s.pool, source, func(tx pgx.Tx) (reconciler.RecordStats, error) {
+		return s.apply(ctx, tx, source, results)
 	})
-	if err != nil {
-		return reconciler.RecordStats{}, fmt.Errorf("reconciler store: record %s results: %w", source, err)
-	}
-	return stats, nil
 }
 
 // apply records the verified results in tx. A movement whose status or

@@ -104,27 +104,46 @@ func (s *Store) Record(ctx context.Context, page reconciler.Page, results []reco
 		return reconciler.RecordStats{}, nil
 	}
 	next := page.Rows[len(page.Rows)-1].PaymentID
-	var stats reconciler.RecordStats
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := AdvanceCursor(ctx, tx, page.Job, page.CursorID, next); err != nil {
-			return err
-		}
-		var err error
-		stats, err = s.apply(ctx, tx, reconciler.SourceScan, results)
-		return err
+	return RecordPage(ctx, s.pool, page.Job, page.CursorID, next, func(tx pgx.Tx) (reconciler.RecordStats, error) {
+		return s.apply(ctx, tx, reconciler.SourceScan, results)
 	})
-	if err != nil {
-		return reconciler.RecordStats{}, fmt.Errorf("reconciler store: job %s: record page after id %d: %w", page.Job, page.CursorID, err)
-	}
-	return stats, nil
 }
 
 // RecordFindings records results without a cursor (heal mode).
 func (s *Store) RecordFindings(ctx context.Context, source reconciler.Source, results []reconciler.Result) (reconciler.RecordStats, error) {
+	return RecordWithoutCursor(ctx, s.pool, source, func(tx pgx.Tx) (reconciler.RecordStats, error) {
+		return s.apply(ctx, tx, source, results)
+	})
+}
+
+// RecordPage moves job's cursor from cursorID to next by compare-and-set,
+// then records a page's results with apply, in one transaction: the
+// order Record explains, for every rail's store.
+func RecordPage(ctx context.Context, pool *pgxpool.Pool, job string, cursorID, next int64,
+	apply func(pgx.Tx) (reconciler.RecordStats, error)) (reconciler.RecordStats, error) {
 	var stats reconciler.RecordStats
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := AdvanceCursor(ctx, tx, job, cursorID, next); err != nil {
+			return err
+		}
 		var err error
-		stats, err = s.apply(ctx, tx, source, results)
+		stats, err = apply(tx)
+		return err
+	})
+	if err != nil {
+		return reconciler.RecordStats{}, fmt.Errorf("reconciler store: job %s: record page after id %d: %w", job, cursorID, err)
+	}
+	return stats, nil
+}
+
+// RecordWithoutCursor records results with apply in one transaction,
+// moving no cursor (a heal's window).
+func RecordWithoutCursor(ctx context.Context, pool *pgxpool.Pool, source reconciler.Source,
+	apply func(pgx.Tx) (reconciler.RecordStats, error)) (reconciler.RecordStats, error) {
+	var stats reconciler.RecordStats
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		stats, err = apply(tx)
 		return err
 	})
 	if err != nil {
