@@ -2,13 +2,11 @@ package paymentapi_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas"
 	"github.com/concordhq/concord/schemas/contract"
@@ -37,28 +35,12 @@ func TestWebhookAppliesInTheTraceThatCreatedThePayment(t *testing.T) {
 	}
 }
 
-var (
-	tracedOnce sync.Once
-	exported   *tracetest.InMemoryExporter
-)
-
-// traced installs, once for the test binary, a tracer provider recording
-// every span and returns its exporter: the package's tracer follows the
-// first provider installed, so a second one would record nothing.
-func traced() *tracetest.InMemoryExporter {
-	tracedOnce.Do(func() {
-		exported = tracetest.NewInMemoryExporter()
-		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exported)))
-	})
-	return exported
-}
-
 // A delivery about an authorization hold, without trace context (as
 // Stripe's come), is applied under a span of the trace the hold's
 // authorize command was received in: the hold's row keeps the command's
 // traceparent.
 func TestHoldWebhookAppliesInTheTraceOfTheHoldsAuthorizeCommand(t *testing.T) {
-	spans := traced()
+	spans := testkit.Spans()
 	const command = "00-5af92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b8-01"
 	r := newRig(t)
 	key, res := r.newHoldTraced(t, 1500, command)
@@ -72,7 +54,7 @@ func TestHoldWebhookAppliesInTheTraceOfTheHoldsAuthorizeCommand(t *testing.T) {
 	id := eventID(t, body)
 	var apply []tracetest.SpanStub
 	for _, s := range spans.GetSpans() {
-		if s.Name == "apply payment_intent.amount_capturable_updated" && attr(s, "concord.provider_event_id") == id {
+		if s.Name == "apply payment_intent.amount_capturable_updated" && testkit.SpanAttr(s, "concord.provider_event_id") == id {
 			apply = append(apply, s)
 		}
 	}
@@ -83,16 +65,7 @@ func TestHoldWebhookAppliesInTheTraceOfTheHoldsAuthorizeCommand(t *testing.T) {
 	if got, parent := s.SpanContext.TraceID().String(), s.Parent.SpanID().String(); got != "5af92f3577b34da6a3ce929d0e0e4736" || parent != "00f067aa0ba902b8" {
 		t.Errorf("apply span in trace %s under span %s; want the command's trace 5af92f3577b34da6a3ce929d0e0e4736 under its span 00f067aa0ba902b8", got, parent)
 	}
-	if got := attr(s, "concord.hold_key"); got != key {
+	if got := testkit.SpanAttr(s, "concord.hold_key"); got != key {
 		t.Errorf("apply span's concord.hold_key %q; want %q", got, key)
 	}
-}
-
-func attr(s tracetest.SpanStub, key string) string {
-	for _, a := range s.Attributes {
-		if string(a.Key) == key {
-			return a.Value.Emit()
-		}
-	}
-	return ""
 }
