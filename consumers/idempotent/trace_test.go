@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
@@ -53,7 +52,7 @@ func (s *syncBuffer) String() string {
 // trace, and a redelivered record adds a span marked duplicate without a
 // second effect.
 func TestTraceFollowsTheEventThroughRelayAndHandler(t *testing.T) {
-	spans := traced()
+	spans := testkit.Spans()
 
 	k := testkit.NewKafka(t)
 	pool := testkit.NewPool(t)
@@ -113,7 +112,7 @@ func TestTraceFollowsTheEventThroughRelayAndHandler(t *testing.T) {
 
 	eventually(t, 60*time.Second, "the handler applied order.created", countIs(t, pool, 1, `SELECT count(*) FROM effects`))
 	handler := waitSpan(t, spans, func(s tracetest.SpanStub) bool {
-		return s.Name == "process order.created" && attr(s, idempotent.AttrDuplicate) == "false"
+		return s.Name == "process order.created" && testkit.SpanAttr(s, idempotent.AttrDuplicate) == "false"
 	})
 	if got := handler.SpanContext.TraceID(); got != trace0 {
 		t.Fatalf("handler span in trace %s, want the appending request's %s", got, trace0)
@@ -174,7 +173,7 @@ func TestTraceFollowsTheEventThroughRelayAndHandler(t *testing.T) {
 		{Key: schemas.HeaderTraceparent, Value: []byte(fmt.Sprintf("00-%s-%s-01", trace0, relaySpan.SpanContext.SpanID()))},
 	}})
 	dup := waitSpan(t, spans, func(s tracetest.SpanStub) bool {
-		return s.Name == "process order.created" && attr(s, idempotent.AttrDuplicate) == "true"
+		return s.Name == "process order.created" && testkit.SpanAttr(s, idempotent.AttrDuplicate) == "true"
 	})
 	if dup.SpanContext.TraceID() != trace0 {
 		t.Errorf("duplicate's span in trace %s, want %s", dup.SpanContext.TraceID(), trace0)
@@ -190,26 +189,10 @@ func TestTraceFollowsTheEventThroughRelayAndHandler(t *testing.T) {
 	}
 }
 
-var (
-	tracedOnce sync.Once
-	exported   *tracetest.InMemoryExporter
-)
-
-// traced installs, once for the test binary, the tracer provider the
-// tests share and returns its exporter: the packages' tracers follow the
-// first provider installed, so a second one would record nothing.
-func traced() *tracetest.InMemoryExporter {
-	tracedOnce.Do(func() {
-		exported = tracetest.NewInMemoryExporter()
-		kit.InstallTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exported)))
-	})
-	return exported
-}
-
 // Within a batch handler's call, EventContext gives each event its own
 // span (in the trace its record came with), not the batch's.
 func TestEventContextIsTheEventsOwnSpanInABatch(t *testing.T) {
-	traced()
+	testkit.Spans()
 	recordContext := func(traceID byte) context.Context {
 		return trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: trace.TraceID{traceID}, SpanID: trace.SpanID{traceID}, TraceFlags: trace.FlagsSampled}))
@@ -249,15 +232,6 @@ func waitSpan(t *testing.T, spans *tracetest.InMemoryExporter, match func(tracet
 		return fmt.Errorf("not among the %d spans ended", len(spans.GetSpans()))
 	})
 	return found
-}
-
-func attr(s tracetest.SpanStub, key string) string {
-	for _, a := range s.Attributes {
-		if string(a.Key) == key {
-			return a.Value.Emit()
-		}
-	}
-	return ""
 }
 
 // logLine is the JSON log line whose message is msg.

@@ -40,12 +40,19 @@ func (r *rig) sentFor(t *testing.T, typ, providerID string) []byte {
 // holder's answer lost): only the webhook can.
 func (r *rig) newHold(t *testing.T, amount int64) (string, paymentprovider.Payment) {
 	t.Helper()
+	return r.newHoldTraced(t, amount, "")
+}
+
+// newHoldTraced is newHold of a hold whose authorize command was received
+// in the trace traceparent.
+func (r *rig) newHoldTraced(t *testing.T, amount int64, traceparent string) (string, paymentprovider.Payment) {
+	t.Helper()
 	ctx := context.Background()
 	saga := schemas.NewEventID()
 	key := saga + ":reserve_credit"
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		_, _, err := paymentstore.ReceiveHoldCommand(ctx, tx, paymentstore.HoldCommand{Key: key, Type: contract.TypePaymentAuthorizeHold,
-			CommandID: schemas.NewEventID(), SagaID: saga, Step: "reserve_credit", HoldKey: key, Amount: amount, Currency: "EUR"},
+			CommandID: schemas.NewEventID(), SagaID: saga, Step: "reserve_credit", HoldKey: key, Amount: amount, Currency: "EUR", Traceparent: traceparent},
 			&paymentstore.Hold{Key: key, SagaID: saga, OrderID: saga, Amount: amount, Currency: "EUR", PaymentMethod: providersim.PaymentMethodVisa})
 		return err
 	})

@@ -137,7 +137,7 @@ func (h *Webhook) apply(ctx context.Context, ev paymentprovider.Event, body []by
 	case unchanged(p, o):
 		return "unchanged", paymentstore.MarkUnchanged(ctx, h.Pool, ev.ID, p, o.Observed)
 	}
-	ctx, span := applySpan(ctx, ev, p)
+	ctx, span := applySpan(ctx, ev, p.Traceparent, p.OrderID, attribute.Int64("concord.payment_id", p.ID))
 	defer span.End()
 	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
 		changed := false
@@ -170,17 +170,18 @@ func (h *Webhook) apply(ctx context.Context, ev paymentprovider.Event, body []by
 // tracer follows the global tracer provider (see kit.StartTracing).
 var tracer = otel.Tracer("github.com/concordhq/concord/services/payment/paymentapi")
 
-// applySpan starts the span under which a delivery moves payment p, and
-// the event the move appends: a child of the span that created the
-// payment, so the payment's news joins the order's trace whatever the
+// applySpan starts the span under which a delivery moves a payment or a
+// hold, and the event the move appends: a child of the span stored with
+// the row (traceparent: the span that created the payment, or the hold's
+// authorize command), so its news joins the order's trace whatever the
 // provider sends: Stripe sends no trace context, so its delivery's request
 // is a trace of its own, which the span links to. (provider-sim, traced,
 // sends the context of the call that caused the event; that request is of
-// the payment's trace already and stays the parent.)
-func applySpan(ctx context.Context, ev paymentprovider.Event, p paymentstore.Payment) (context.Context, trace.Span) {
-	ctx, opts := kit.ContinueTrace(ctx, p.Traceparent)
+// the row's trace already and stays the parent.)
+func applySpan(ctx context.Context, ev paymentprovider.Event, traceparent, orderID string, row attribute.KeyValue) (context.Context, trace.Span) {
+	ctx, opts := kit.ContinueTrace(ctx, traceparent)
 	return tracer.Start(ctx, "apply "+ev.Type, append(opts, trace.WithAttributes(attribute.String("concord.provider_event_id", ev.ID),
-		attribute.Int64("concord.payment_id", p.ID), attribute.String("concord.correlation_id", p.OrderID)))...)
+		row, attribute.String("concord.correlation_id", orderID)))...)
 }
 
 // observationOf reads what an event says about its payment. ok is false
@@ -245,15 +246,22 @@ func (h *Webhook) applyHold(ctx context.Context, ev paymentprovider.Event) (resu
 	}
 	ch := paymentstore.HoldChange{To: to, ProviderPaymentID: ev.PaymentID, Observed: ev.Payment.ProviderStatus,
 		AmountCaptured: ev.Payment.AmountReceived, FailureReason: ev.Payment.DeclineCode}
+	hold, found, err := paymentstore.ObservedHold(ctx, h.Pool, ev.PaymentID, ev.Payment.Metadata["hold_key"])
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return "unknown_payment", paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "unknown_payment")
+	}
+	ctx, span := applySpan(ctx, ev, hold.Traceparent, hold.OrderID, attribute.String("concord.hold_key", hold.Key))
+	defer span.End()
 	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
-		found, moved, err := paymentstore.ObserveHold(ctx, tx, ev.PaymentID, ev.Payment.Metadata["hold_key"], ch)
+		moved, err := paymentstore.ObserveHold(ctx, tx, hold.Key, ch)
 		switch {
 		case errors.Is(err, paymentstore.ErrProviderMismatch):
 			result = "provider_mismatch"
 		case err != nil:
 			return err
-		case !found:
-			result = "unknown_payment"
 		case moved:
 			result = "applied"
 		default:

@@ -30,16 +30,21 @@ type Hold struct {
 	RefundID          string
 	FailureReason     string
 	ObservedStatus    string
+	// Traceparent is the trace of the command that created the hold ("" with
+	// tracing off): webhooks about the hold are applied in it. It is
+	// stored from that command (HoldCommand.Traceparent), never from Hold.
+	Traceparent string
 }
 
 const holdCols = `hold_key, saga_id, order_id, customer_id, amount, currency, payment_method, coalesce(provider_payment_id, ''),
-	status, coalesce(amount_captured, 0), coalesce(refund_id, ''), coalesce(failure_reason, ''), coalesce(observed_external_status, '')`
+	status, coalesce(amount_captured, 0), coalesce(refund_id, ''), coalesce(failure_reason, ''), coalesce(observed_external_status, ''),
+	coalesce(traceparent, '')`
 
 func scanHold(row pgx.Row) (Hold, error) {
 	var h Hold
 	var status string
 	err := row.Scan(&h.Key, &h.SagaID, &h.OrderID, &h.CustomerID, &h.Amount, &h.Currency, &h.PaymentMethod,
-		&h.ProviderPaymentID, &status, &h.AmountCaptured, &h.RefundID, &h.FailureReason, &h.ObservedStatus)
+		&h.ProviderPaymentID, &status, &h.AmountCaptured, &h.RefundID, &h.FailureReason, &h.ObservedStatus, &h.Traceparent)
 	h.Status = payment.HoldStatus(status)
 	return h, err
 }
@@ -111,15 +116,16 @@ func scanHoldCommand(row pgx.Row) (HoldCommand, error) {
 }
 
 // ReceiveHoldCommand stores a command before anything acts on it; for an
-// authorize, newHold is the hold's row, stored with it (nil for the
-// others). It is idempotent on the command's key: a repeat stores nothing
+// authorize, newHold is the hold's row, stored with it in the command's
+// trace (nil for the others). It is idempotent on the command's key: a repeat stores nothing
 // and returns the command as first stored (created false), with its reply
 // when it was answered, for the caller to send again.
 func ReceiveHoldCommand(ctx context.Context, tx pgx.Tx, c HoldCommand, newHold *Hold) (HoldCommand, bool, error) {
 	if newHold != nil {
-		if _, err := tx.Exec(ctx, `insert into payment_holds (hold_key, saga_id, order_id, customer_id, amount, currency, payment_method)
-			values ($1, $2, $3, $4, $5, $6, $7) on conflict (hold_key) do nothing`,
-			newHold.Key, newHold.SagaID, newHold.OrderID, newHold.CustomerID, newHold.Amount, newHold.Currency, newHold.PaymentMethod); err != nil {
+		if _, err := tx.Exec(ctx, `insert into payment_holds (hold_key, saga_id, order_id, customer_id, amount, currency, payment_method, traceparent)
+			values ($1, $2, $3, $4, $5, $6, $7, nullif($8, '')) on conflict (hold_key) do nothing`,
+			newHold.Key, newHold.SagaID, newHold.OrderID, newHold.CustomerID, newHold.Amount, newHold.Currency, newHold.PaymentMethod,
+			c.Traceparent); err != nil {
 			return HoldCommand{}, false, fmt.Errorf("store hold %s: %w", newHold.Key, err)
 		}
 	}
@@ -206,11 +212,12 @@ type HoldChange struct {
 // changeHold applies ch to the hold with key under its row lock. It
 // returns the hold after the change and whether its status moved. A hold
 // tied to another provider payment is ErrProviderMismatch. A missing hold
-// with To void is created void (a compensation that came first).
+// with To void is created void (a compensation that came first), in c's
+// trace.
 func changeHold(ctx context.Context, tx pgx.Tx, key string, c HoldCommand, ch HoldChange) (Hold, bool, error) {
 	if ch.To == payment.HoldVoid {
-		if _, err := tx.Exec(ctx, `insert into payment_holds (hold_key, saga_id, order_id, amount, currency, status)
-			values ($1, $2, '', 0, $3, 'void') on conflict (hold_key) do nothing`, key, c.SagaID, c.Currency); err != nil {
+		if _, err := tx.Exec(ctx, `insert into payment_holds (hold_key, saga_id, order_id, amount, currency, status, traceparent)
+			values ($1, $2, '', 0, $3, 'void', nullif($4, '')) on conflict (hold_key) do nothing`, key, c.SagaID, c.Currency, c.Traceparent); err != nil {
 			return Hold{}, false, fmt.Errorf("void hold %s: %w", key, err)
 		}
 	}
@@ -296,22 +303,23 @@ func SettleHoldCommand(ctx context.Context, pool *pgxpool.Pool, w outbox.Writer,
 	return replied, err
 }
 
-// ObserveHold applies what a webhook says about the hold tied to a
-// provider PaymentIntent, or else the hold whose key the intent's metadata
-// names (holdKey; our first call's answer may have been lost before we
-// stored the provider's id). found is false when neither names a hold.
-func ObserveHold(ctx context.Context, tx pgx.Tx, providerID, holdKey string, ch HoldChange) (found, moved bool, err error) {
-	var key string
-	err = tx.QueryRow(ctx, `select hold_key from payment_holds where provider_payment_id = $1 or hold_key = $2
-		order by provider_payment_id = $1 desc nulls last limit 1`, providerID, holdKey).Scan(&key)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, false, nil
-	}
-	if err != nil {
-		return false, false, fmt.Errorf("hold with provider id %s: %w", providerID, err)
-	}
+// ObservedHold reads the hold a webhook is about: the one tied to the
+// provider PaymentIntent providerID, or else the one whose key the
+// intent's metadata names (holdKey; our first call's answer may have been
+// lost before we stored the provider's id). found is false when neither
+// names a hold.
+func ObservedHold(ctx context.Context, q Querier, providerID, holdKey string) (h Hold, found bool, err error) {
+	h, err = scanHold(q.QueryRow(ctx, `select `+holdCols+` from payment_holds where provider_payment_id = $1 or hold_key = $2
+		order by provider_payment_id = $1 desc nulls last limit 1`, providerID, holdKey))
+	return foundHold(h, err, "provider id "+providerID+" or key "+holdKey)
+}
+
+// ObserveHold applies what a webhook says about the hold with key (found
+// by ObservedHold) under its row lock; moved reports whether its status
+// moved.
+func ObserveHold(ctx context.Context, tx pgx.Tx, key string, ch HoldChange) (moved bool, err error) {
 	_, moved, err = changeHold(ctx, tx, key, HoldCommand{}, ch)
-	return true, moved, err
+	return moved, err
 }
 
 // ReplyOf is the saga.step_replied event of an answered command.
