@@ -197,8 +197,8 @@ func TestEventContextIsTheEventsOwnSpanInABatch(t *testing.T) {
 		return trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: trace.TraceID{traceID}, SpanID: trace.SpanID{traceID}, TraceFlags: trace.FlagsSampled}))
 	}
-	evs := []idempotent.Event{{Envelope: schemas.Envelope{EventID: "a", EventType: "order.created"}},
-		{Envelope: schemas.Envelope{EventID: "b", EventType: "order.created"}}}
+	evs := []idempotent.Event{{Envelope: schemas.Envelope{EventID: "a", EventType: string(contract.TypeOrderCreated)}},
+		{Envelope: schemas.Envelope{EventID: "b", EventType: string(contract.TypeOrderCreated)}}}
 	bctx, spans := idempotent.StartBatch(context.Background(), evs, []context.Context{recordContext(1), recordContext(2)})
 	defer func() {
 		for _, s := range spans {

@@ -59,7 +59,7 @@ type RailEntry struct {
 // AccountEvent is one account.* event of funding-svc's outbox.
 type AccountEvent struct {
 	EventID    string
-	Type       string // account.credited, account.debited, account.credit_reversed, account.debit_reversed
+	Type       contract.Type // one of the four account.* types
 	AccountID  string
 	MovementID string // the broker's id of the movement
 	Amount     int64
@@ -216,7 +216,7 @@ func BalancesMatchBroker(s RailSnapshot) Result {
 
 // signed is what an account.* event does to the balance.
 func signed(e AccountEvent) int64 {
-	d, _ := funding.EventDelta(contract.Type(e.Type), e.Amount)
+	d, _ := funding.EventDelta(e.Type, e.Amount)
 	return d
 }
 
@@ -248,7 +248,10 @@ func NoMoneyMovedTwice(s RailSnapshot) Result {
 		entries[entryKey{e.MovementID, e.Kind}]++
 	}
 	// The events each movement's entries call for, by the broker's id.
-	type eventKey struct{ typ, movement string }
+	type eventKey struct {
+		typ      contract.Type
+		movement string
+	}
 	want := map[eventKey]int{}
 	for _, m := range s.Movements {
 		subject := fmt.Sprintf("%s %s", m.Domain, orKey(m))
@@ -293,11 +296,11 @@ func entriesFor(st funding.Status, applied bool) (apply, revert int) {
 }
 
 // eventTypes are the events of a movement's apply and revert entries.
-func eventTypes(direction string) (apply, revert string) {
+func eventTypes(direction string) (apply, revert contract.Type) {
 	if direction == "debit" {
-		return "account.debited", "account.debit_reversed"
+		return contract.TypeAccountDebited, contract.TypeAccountDebitReversed
 	}
-	return "account.credited", "account.credit_reversed"
+	return contract.TypeAccountCredited, contract.TypeAccountCreditReversed
 }
 
 // ReversalsReflected checks that every correction and return at the broker
@@ -318,7 +321,7 @@ func ReversalsReflected(s RailSnapshot) Result {
 	}
 	reversing := map[string]bool{}
 	for _, e := range s.Events {
-		if e.Type == "account.credit_reversed" || e.Type == "account.debit_reversed" {
+		if e.Type == contract.TypeAccountCreditReversed || e.Type == contract.TypeAccountDebitReversed {
 			reversing[e.MovementID] = true
 		}
 	}

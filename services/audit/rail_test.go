@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"github.com/concordhq/concord/schemas/contract"
 	"testing"
 
 	"github.com/concordhq/concord/services/audit"
@@ -43,15 +44,15 @@ func healthyRail() audit.RailSnapshot {
 		Balances:   map[string]int64{"a1": 6499, "a2": 1700},
 		Projection: map[string]audit.Projected{"a1": {Balance: 6499, Events: 5}, "a2": {Balance: 1700, Events: 4}},
 		Events: []audit.AccountEvent{
-			{EventID: "e1", Type: "account.credited", AccountID: "a1", MovementID: "j1", Amount: 5000},
-			{EventID: "e2", Type: "account.credited", AccountID: "a1", MovementID: "j2", Amount: 2000},
-			{EventID: "e3", Type: "account.credit_reversed", AccountID: "a1", MovementID: "j2", Amount: 2000},
-			{EventID: "e4", Type: "account.credited", AccountID: "a1", MovementID: "j3", Amount: 1999},
-			{EventID: "e5", Type: "account.debited", AccountID: "a1", MovementID: "j4", Amount: 500},
-			{EventID: "e6", Type: "account.credited", AccountID: "a2", MovementID: "t1", Amount: 3000},
-			{EventID: "e7", Type: "account.credit_reversed", AccountID: "a2", MovementID: "t1", Amount: 3000},
-			{EventID: "e8", Type: "account.credited", AccountID: "a2", MovementID: "t2", Amount: 1000},
-			{EventID: "e9", Type: "account.credited", AccountID: "a2", MovementID: "w1", Amount: 700},
+			{EventID: "e1", Type: contract.TypeAccountCredited, AccountID: "a1", MovementID: "j1", Amount: 5000},
+			{EventID: "e2", Type: contract.TypeAccountCredited, AccountID: "a1", MovementID: "j2", Amount: 2000},
+			{EventID: "e3", Type: contract.TypeAccountCreditReversed, AccountID: "a1", MovementID: "j2", Amount: 2000},
+			{EventID: "e4", Type: contract.TypeAccountCredited, AccountID: "a1", MovementID: "j3", Amount: 1999},
+			{EventID: "e5", Type: contract.TypeAccountDebited, AccountID: "a1", MovementID: "j4", Amount: 500},
+			{EventID: "e6", Type: contract.TypeAccountCredited, AccountID: "a2", MovementID: "t1", Amount: 3000},
+			{EventID: "e7", Type: contract.TypeAccountCreditReversed, AccountID: "a2", MovementID: "t1", Amount: 3000},
+			{EventID: "e8", Type: contract.TypeAccountCredited, AccountID: "a2", MovementID: "t2", Amount: 1000},
+			{EventID: "e9", Type: contract.TypeAccountCredited, AccountID: "a2", MovementID: "w1", Amount: 700},
 		},
 		Broker: []audit.BrokerRecord{
 			{Domain: funding.Journal, ID: "j1", AccountID: "a1", Direction: "credit", Amount: 5000, Status: "executed"},
@@ -127,10 +128,10 @@ func TestEachRailCheckFindsItsViolation(t *testing.T) {
 		{"a broker record mirrored twice", "no money moved twice", "journal j1", "mirrored 2 times", func(s *audit.RailSnapshot) {
 			s.Movements = append(s.Movements, audit.RailMovement{ID: 9, Domain: funding.Journal, BrokerID: "j1", AccountID: "a1", Direction: "credit", Amount: 5000, Status: funding.Completed})
 			s.Entries = append(s.Entries, audit.RailEntry{MovementID: 9, Kind: "apply", AccountID: "a1", Amount: 5000})
-			s.Events = append(s.Events, audit.AccountEvent{EventID: "e10", Type: "account.credited", AccountID: "a1", MovementID: "j1", Amount: 5000})
+			s.Events = append(s.Events, audit.AccountEvent{EventID: "e10", Type: contract.TypeAccountCredited, AccountID: "a1", MovementID: "j1", Amount: 5000})
 		}},
 		{"a credit announced twice", "no money moved twice", "movement j1", "account.credited recorded 2 times", func(s *audit.RailSnapshot) {
-			s.Events = append(s.Events, audit.AccountEvent{EventID: "e10", Type: "account.credited", AccountID: "a1", MovementID: "j1", Amount: 5000})
+			s.Events = append(s.Events, audit.AccountEvent{EventID: "e10", Type: contract.TypeAccountCredited, AccountID: "a1", MovementID: "j1", Amount: 5000})
 		}},
 		{"a completed movement without its entry", "no money moved twice", "transfer t2", "COMPLETED with 0 apply", func(s *audit.RailSnapshot) {
 			s.Entries = append(s.Entries[:7], s.Entries[8:]...)

@@ -98,7 +98,7 @@ func accountEvent(payload []byte) (audit.AccountEvent, error) {
 	if err != nil {
 		return audit.AccountEvent{}, err
 	}
-	ev := audit.AccountEvent{EventID: env.EventID, Type: env.EventType}
+	ev := audit.AccountEvent{EventID: env.EventID, Type: contract.Type(env.EventType)}
 	switch contract.Type(env.EventType) {
 	case contract.TypeAccountCredited:
 		p, err := contract.Decode[contract.AccountCreditedV1](env)
