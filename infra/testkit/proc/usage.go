@@ -75,32 +75,6 @@ func ResetPeakRSS(pid int) error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
 
-// FindPIDs lists the processes whose command line contains every one of
-// parts (a JVM by its main class and class path, say).
-func FindPIDs(parts ...string) []int {
-	var pids []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(d))
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		line := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // statCPU reads utime, stime, cutime and cstime (fields 14–17) from a
 // /proc/<pid>/stat line. The command name (field 2) may hold spaces and
 // parentheses, so fields are counted from the last ')'.
