@@ -66,23 +66,11 @@ func scanMovements(rows pgx.Rows) ([]reconciler.Movement, error) {
 // in one short transaction.
 func (s *Store) ReadMovements(ctx context.Context, job string, limit int) (reconciler.MovementPage, error) {
 	page := reconciler.MovementPage{Job: job}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if page.CursorID, page.Now, err = reconcilerstore.ReadCursor(ctx, tx, job); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `select `+movementCols+` from funding_movements where id > $1 order by id limit $2`, page.CursorID, limit)
-		if err != nil {
-			return fmt.Errorf("read movements after id %d: %w", page.CursorID, err)
-		}
-		page.Rows, err = scanMovements(rows)
-		if err != nil {
-			return fmt.Errorf("read movements after id %d: %w", page.CursorID, err)
-		}
-		return nil
-	})
+	var err error
+	page.CursorID, page.Now, page.Rows, err = reconcilerstore.ReadAfterCursor(ctx, s.pool, job, "movements",
+		`select `+movementCols+` from funding_movements where id > $1 order by id limit $2`, limit, scanMovements)
 	if err != nil {
-		return reconciler.MovementPage{}, fmt.Errorf("reconciler store: job %s: %w", job, err)
+		return reconciler.MovementPage{}, err
 	}
 	return page, nil
 }

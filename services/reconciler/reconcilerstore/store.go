@@ -74,25 +74,38 @@ func scanRows(rows pgx.Rows) ([]reconciler.Row, error) {
 // however often rows are updated.
 func (s *Store) ReadPage(ctx context.Context, job string, limit int) (reconciler.Page, error) {
 	page := reconciler.Page{Job: job}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var err error
+	page.CursorID, page.Now, page.Rows, err = ReadAfterCursor(ctx, s.pool, job, "payments",
+		`select `+rowCols+` from payments where id > $1 order by id limit $2`, limit, scanRows)
+	if err != nil {
+		return reconciler.Page{}, err
+	}
+	return page, nil
+}
+
+// ReadAfterCursor reads job's cursor and, with query (its $1 the cursor,
+// $2 the limit), the next limit rows of what by id, in one short
+// transaction: the keyset read of every rail's scan.
+func ReadAfterCursor[R any](ctx context.Context, pool *pgxpool.Pool, job, what, query string, limit int,
+	scan func(pgx.Rows) ([]R, error)) (cursorID int64, now time.Time, rows []R, err error) {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		if page.CursorID, page.Now, err = ReadCursor(ctx, tx, job); err != nil {
+		if cursorID, now, err = ReadCursor(ctx, tx, job); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `select `+rowCols+` from payments where id > $1 order by id limit $2`, page.CursorID, limit)
+		r, err := tx.Query(ctx, query, cursorID, limit)
 		if err != nil {
-			return fmt.Errorf("read payments after id %d: %w", page.CursorID, err)
+			return fmt.Errorf("read %s after id %d: %w", what, cursorID, err)
 		}
-		page.Rows, err = scanRows(rows)
-		if err != nil {
-			return fmt.Errorf("read payments after id %d: %w", page.CursorID, err)
+		if rows, err = scan(r); err != nil {
+			return fmt.Errorf("read %s after id %d: %w", what, cursorID, err)
 		}
 		return nil
 	})
 	if err != nil {
-		return reconciler.Page{}, fmt.Errorf("reconciler store: job %s: %w", job, err)
+		return 0, time.Time{}, nil, fmt.Errorf("reconciler store: job %s: %w", job, err)
 	}
-	return page, nil
+	return cursorID, now, rows, nil
 }
 
 // Record advances the cursor by compare-and-set first, then records the
