@@ -1,9 +1,9 @@
 package audit_test
 
 import (
-	"github.com/concordhq/concord/schemas/contract"
 	"testing"
 
+	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/audit"
 	"github.com/concordhq/concord/services/funding"
 )
