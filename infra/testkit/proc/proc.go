@@ -190,10 +190,22 @@ func (p *Process) Signal(sig syscall.Signal) error {
 }
 
 // Kill kills the process with SIGKILL, as a crash would, and waits for
-// it to exit.
+// it and the rest of its process group to exit: a killed PostgreSQL's
+// backends hold its shared memory until they are gone, and a server
+// restarted before that refuses to start ("pre-existing shared memory
+// block is still in use").
 func (p *Process) Kill() {
 	_ = p.Signal(syscall.SIGKILL)
 	<-p.Exited()
+	p.mu.Lock()
+	pid := p.pid
+	p.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if err := syscall.Kill(-pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval: the kernel tells no one when a group empties
+	}
 }
 
 // Pause stops the process with SIGSTOP: it keeps its sockets and memory

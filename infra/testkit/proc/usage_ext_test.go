@@ -1,10 +1,12 @@
 package proc_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,5 +51,30 @@ func TestTreeUsageSeesAChildsCPUAndMemory(t *testing.T) {
 	}
 	if tree.RSS <= own.RSS || tree.PeakRSS < own.RSS {
 		t.Fatalf("tree rss %d peak %d, the shell's own rss %d", tree.RSS, tree.PeakRSS, own.RSS)
+	}
+}
+
+// Kill returns only once every process of the group is gone, not just its
+// leader: a child of the killed process still running would hold what the
+// leader held (a killed PostgreSQL's backends hold its shared memory).
+func TestKillWaitsForTheWholeProcessGroup(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p, err := proc.Run(proc.Command{Name: "group", Path: sh, Args: []string{"-c", "sleep 1000 & sleep 1000 & wait"}, Log: filepath.Join(dir, "group.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the shell's two children", func() error {
+		if u, err := proc.TreeUsage(p.PID()); err != nil || u.RSS == 0 {
+			return fmt.Errorf("tree %+v: %v", u, err)
+		}
+		return nil
+	})
+	p.Kill()
+	if err := syscall.Kill(-p.PID(), 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("a process of group %d is still there after Kill returned (kill -0: %v)", p.PID(), err)
 	}
 }
