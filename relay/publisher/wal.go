@@ -699,13 +699,23 @@ func (w *WALRelay) settleWAL(ctx context.Context, s *walSession) error {
 	return ferr
 }
 
+// selectBlockedKeys reads the keys that have a parked row, with the last
+// pending id of each. The parked keys are read first, once (an array of
+// them), and the pending rows then looked up by key through
+// outbox_pending_key. Written as a semi join (partition_key in (select …))
+// the planner picked, on a table too fresh for statistics, a nested loop
+// that scanned every pending row once per pending row: minutes before the
+// relay streamed with 200,000 rows waiting. A parked row has failed at
+// least once, so attempts > 0 lets the inner read use outbox_failing_key.
+const selectBlockedKeys = `select partition_key, max(id) from outbox
+ where published_at is null and skipped_at is null
+   and partition_key = any(array(select partition_key from outbox
+        where parked_at is not null and attempts > 0 and published_at is null and skipped_at is null))
+ group by partition_key`
+
 // loadBlocked reads the keys that have a parked row: their rows wait.
 func (w *WALRelay) loadBlocked(ctx context.Context, s *walSession) error {
-	rows, err := w.cfg.Pool.Query(ctx, `select partition_key, max(id) from outbox
-		where published_at is null and skipped_at is null
-		  and partition_key in (select partition_key from outbox
-		       where parked_at is not null and published_at is null and skipped_at is null)
-		group by partition_key`)
+	rows, err := w.cfg.Pool.Query(ctx, selectBlockedKeys)
 	if err != nil {
 		return fmt.Errorf("read blocked keys: %w", err)
 	}
