@@ -43,8 +43,8 @@ type WALConfig struct {
 	// Publication is the publication of the outbox table's inserts; created
 	// at first start. Default concord_outbox.
 	Publication string
-	// StatusInterval is how often the confirmed LSN is sent to the server
-	// (and the acknowledged rows marked published). Default 100ms.
+	// StatusInterval is how often the acknowledged rows are deleted and the
+	// confirmed LSN sent to the server. Default 100ms.
 	StatusInterval time.Duration
 	// StartRetry is how long a standby instance waits before trying
 	// START_REPLICATION again while another instance holds the slot.
@@ -56,6 +56,14 @@ type WALConfig struct {
 // stream: the inserts of the outbox table, decoded by pgoutput, in commit
 // order. Services keep appending with outbox.Append; nothing changes on
 // their side. Create it with NewWAL; Run it once.
+//
+// A row Kafka acknowledged is deleted, not marked published: the slot's
+// confirmed LSN is the record of what was published, and Kafka holds the
+// events. Marking was an UPDATE per row, a second copy of every row in the
+// heap, its indexes and the WAL the walsender decodes again; a delete
+// writes a few bytes. The table holds what is not published yet: rows in
+// flight, parked rows and the rows waiting behind them. Retention applies to
+// rows marked by the poll mode only.
 type WALRelay struct {
 	*Relay
 	w         WALConfig
@@ -141,7 +149,7 @@ func identifier(s string) bool {
 }
 
 // Run streams and publishes until ctx is done, then waits for the acks of
-// the records in flight, marks them, confirms their LSN and returns.
+// the records in flight, deletes them, confirms their LSN and returns.
 // Database, replication and broker outages are logged and retried, never
 // returned.
 func (w *WALRelay) Run(ctx context.Context) error {
@@ -185,12 +193,12 @@ func (w *WALRelay) Run(ctx context.Context) error {
 		w.log.Warn("WAL relay session ended; starting again", "err", err, "retry_in", wait)
 		w.sleep(ctx, -1, wait)
 	}
-	w.log.Info("relay stopped: records in flight acknowledged, marked and confirmed")
+	w.log.Info("relay stopped: records in flight acknowledged, deleted and confirmed")
 	return nil
 }
 
 // EnsurePublication creates the publication of the outbox table's inserts
-// if it does not exist. Only inserts: the relay's own marks (published_at)
+// if it does not exist. Only inserts: the relay's deletes, its failure counts
 // and the operator's updates are not streamed.
 func (w *WALRelay) EnsurePublication(ctx context.Context) error {
 	_, err := w.cfg.Pool.Exec(ctx, "create publication "+w.w.Publication+" for table outbox with (publish = 'insert')")
@@ -214,6 +222,9 @@ func (w *WALRelay) DropSlot(ctx context.Context) error {
 	return err
 }
 
+// deletePublished removes rows Kafka acknowledged.
+const deletePublished = `delete from outbox where id = any($1::bigint[])`
+
 // walTxn is one committed transaction of the stream: the slot may confirm
 // its end LSN once every row it produced is acknowledged.
 type walTxn struct {
@@ -235,7 +246,7 @@ type walSession struct {
 	// left pending in the table, and lastSeen bounds the ids the sweep may
 	// publish for them (rows beyond it come later in the stream).
 	blocked  map[string]int64
-	confirm  pglogrepl.LSN // acknowledged, marked: safe to confirm
+	confirm  pglogrepl.LSN // acknowledged, deleted: safe to confirm
 	received pglogrepl.LSN // last server WAL end seen with nothing open
 	types    *pgtype.Map
 }
@@ -370,7 +381,7 @@ func (w *WALRelay) stream(ctx context.Context, conn *pgconn.PgConn, s *walSessio
 		sent = lsn
 		return nil
 	}
-	// Marking rows published takes a round trip: it runs on its own
+	// Deleting acknowledged rows takes a round trip: it runs on its own
 	// goroutine so decoding and producing never wait for it.
 	settleErr := make(chan error, 1)
 	settleCtx, stopSettle := context.WithCancel(context.WithoutCancel(ctx))
@@ -396,7 +407,7 @@ func (w *WALRelay) stream(ctx context.Context, conn *pgconn.PgConn, s *walSessio
 	for {
 		select {
 		case <-ctx.Done():
-			// Drain: wait for the records in flight, mark, confirm.
+			// Drain: wait for the records in flight, delete, confirm.
 			stopSettling()
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DeliveryTimeout)
 			_ = w.client.Flush(fctx)
@@ -653,8 +664,8 @@ func (w *WALRelay) fail(ctx context.Context, s *walSession, rw row, cause error)
 }
 
 // settleWAL takes the transactions at the head of the stream whose records
-// all have an answer, marks their rows published and moves the LSN the
-// slot may confirm past them. A failed record ends the session: the stream
+// all have an answer, deletes their rows and moves the LSN the slot may
+// confirm past them. A failed record ends the session: the stream
 // starts again from the confirmed LSN, so nothing after it is skipped.
 func (w *WALRelay) settleWAL(ctx context.Context, s *walSession) error {
 	s.mu.Lock()
@@ -678,8 +689,8 @@ func (w *WALRelay) settleWAL(ctx context.Context, s *walSession) error {
 	s.mu.Unlock()
 	if n > 0 {
 		if len(ids) > 0 {
-			if _, err := w.cfg.Pool.Exec(ctx, markPublished, ids); err != nil {
-				return fmt.Errorf("mark %d rows published: %w", len(ids), err)
+			if _, err := w.cfg.Pool.Exec(ctx, deletePublished, ids); err != nil {
+				return fmt.Errorf("delete %d published rows: %w", len(ids), err)
 			}
 		}
 		s.mu.Lock()
@@ -786,7 +797,7 @@ func (w *WALRelay) sweepBlocked(ctx context.Context, s *walSession) error {
 			if err := res.FirstErr(); err != nil {
 				return w.fail(ctx, s, rw, err)
 			}
-			if _, err := w.cfg.Pool.Exec(ctx, markPublished, []int64{rw.id}); err != nil {
+			if _, err := w.cfg.Pool.Exec(ctx, deletePublished, []int64{rw.id}); err != nil {
 				return err
 			}
 			w.m.published.WithLabelValues(rw.topic).Inc()
@@ -803,7 +814,7 @@ func (w *WALRelay) sweepBlocked(ctx context.Context, s *walSession) error {
 
 // drainPending publishes, in id order, every pending row up to id upTo of
 // keys that are not blocked: the rows committed before the slot existed.
-// As in the stream, a row is marked published only once Kafka acknowledged
+// As in the stream, a row is deleted only once Kafka acknowledged
 // it, and a row the size check refuses counts an attempt before anything
 // after it is produced (and is parked, blocking its key, once its attempts
 // ran out). A failed record ends the drain with its error; the drain is not
@@ -881,15 +892,15 @@ func (w *WALRelay) drainPending(ctx context.Context, s *walSession, upTo int64) 
 		select {
 		case <-answered:
 		case <-ctx.Done():
-			return ctx.Err() // nothing marked: the next start drains these rows again
+			return ctx.Err() // nothing deleted: the next start drains these rows again
 		}
 		if len(acked) > 0 {
 			ids := make([]int64, len(acked))
 			for i, rw := range acked {
 				ids[i] = rw.id
 			}
-			if _, err := w.cfg.Pool.Exec(ctx, markPublished, ids); err != nil {
-				return fmt.Errorf("mark %d rows published: %w", len(ids), err)
+			if _, err := w.cfg.Pool.Exec(ctx, deletePublished, ids); err != nil {
+				return fmt.Errorf("delete %d published rows: %w", len(ids), err)
 			}
 			for _, rw := range acked {
 				w.m.published.WithLabelValues(rw.topic).Inc()
@@ -935,8 +946,9 @@ func (w *WALRelay) SlotLag(ctx context.Context) (int64, error) {
 	return lag, err
 }
 
-// walCleanupLoop deletes old published rows; the instance streaming from
-// the slot is the one with work to clean, but any instance may run it.
+// walCleanupLoop deletes old rows marked published, which only the poll
+// mode leaves (a table that was relayed in poll mode before); any instance
+// may run it.
 func (w *WALRelay) walCleanupLoop(ctx context.Context) {
 	if w.cfg.Retention < 0 {
 		return

@@ -63,7 +63,7 @@ func runWAL(t *testing.T, pool *pgxpool.Pool, cfg publisher.WALConfig) *publishe
 	return w
 }
 
-func TestWALRelayPublishesAppendsInCommitOrderPerKeyAndMarksThem(t *testing.T) {
+func TestWALRelayPublishesAppendsInCommitOrderPerKeyAndDeletesThem(t *testing.T) {
 	k := testkit.NewKafka(t)
 	pool := walPool(t)
 	wr, topic := relaytest.WALTopic(t, k, 4, nil)
@@ -94,7 +94,7 @@ func TestWALRelayPublishesAppendsInCommitOrderPerKeyAndMarksThem(t *testing.T) {
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	relaytest.WaitAllPublished(t, pool, 30*time.Second)
+	relaytest.WaitAllDeleted(t, pool, 30*time.Second)
 
 	// Heartbeat: with nothing pending, the slot's confirmed LSN follows WAL
 	// written elsewhere, so an idle relay does not pin it.
@@ -155,9 +155,9 @@ func TestWALRelayStreamsAgainAfterPostgresRestarts(t *testing.T) {
 	if errs := check.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	relaytest.WaitFor(t, 30*time.Second, "every row marked published and the relay streaming", func() error {
-		if n := relaytest.Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d rows pending", n)
+	relaytest.WaitFor(t, 30*time.Second, "every row deleted and the relay streaming", func() error {
+		if n := relaytest.Count(t, pool, "select count(*) from outbox"); n != 0 {
+			return fmt.Errorf("%d rows left", n)
 		}
 		if !w.Streaming() {
 			return errors.New("not streaming")
@@ -191,7 +191,7 @@ func TestWALRelayParksARecordKafkaRefusesWhileOtherKeysFlowAndSkipReleasesItsKey
 	}
 }
 
-func TestWALRelayParksARefusedRowPendingBeforeItsSlotExistedAndMarksOnlyAcknowledgedRows(t *testing.T) {
+func TestWALRelayParksARefusedRowPendingBeforeItsSlotExistedAndDeletesOnlyAcknowledgedRows(t *testing.T) {
 	k := testkit.NewKafka(t)
 	pool := walPool(t)
 	wr, topic := relaytest.WALTopic(t, k, 2, relaytest.SmallMessages)

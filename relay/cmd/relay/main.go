@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string) error {
 	linger := fs.Duration("linger", "RELAY_LINGER", 0, "producer linger; 0 sends at once (batches still form while requests are in flight)")
 	compression := fs.String("compression", "RELAY_COMPRESSION", "none", "record batch compression: none, gzip, snappy, lz4 or zstd")
 	maxBytes := fs.Int("max-message-bytes", "RELAY_MAX_MESSAGE_BYTES", publisher.DefaultMaxMessageBytes, "cap of a produce batch; each topic's max.message.bytes lowers it")
-	retention := fs.Duration("retention", "RELAY_RETENTION", publisher.DefaultRetention, "published rows older than this are deleted; negative keeps them")
+	retention := fs.Duration("retention", "RELAY_RETENTION", publisher.DefaultRetention, "published rows older than this are deleted; negative keeps them (--mode wal deletes a row once Kafka acknowledged it)")
 	cleanupEvery := fs.Duration("cleanup-interval", "RELAY_CLEANUP_INTERVAL", publisher.DefaultCleanupInterval, "how often old published rows are deleted (by the owner of shard 0)")
 	cleanupBatch := fs.Int("cleanup-batch", "RELAY_CLEANUP_BATCH", publisher.DefaultCleanupBatch, "rows deleted per cleanup statement")
 	metricsEvery := fs.Duration("metrics-interval", "RELAY_METRICS_INTERVAL", publisher.DefaultMetricsInterval, "how often the backlog gauges (backlog rows, oldest age, parked rows) are read from the outbox")
@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string) error {
 	mode := fs.String("mode", "RELAY_MODE", "poll", "poll: read the outbox table in batches (SKIP LOCKED, shards); wal: stream the table's inserts through logical replication (pgoutput), one active instance per --slot")
 	slot := fs.String("slot", "RELAY_SLOT", publisher.DefaultSlot, "--mode wal: logical replication slot to stream from (created if missing; one instance streams at a time, the others wait for it)")
 	publication := fs.String("publication", "RELAY_PUBLICATION", publisher.DefaultPublication, "--mode wal: publication of the outbox table's inserts (created if missing)")
-	statusEvery := fs.Duration("status-interval", "RELAY_STATUS_INTERVAL", publisher.DefaultStatusInterval, "--mode wal: how often acknowledged rows are marked published and the slot's LSN confirmed")
+	statusEvery := fs.Duration("status-interval", "RELAY_STATUS_INTERVAL", publisher.DefaultStatusInterval, "--mode wal: how often acknowledged rows are deleted and the slot's LSN confirmed")
 	startRetry := fs.Duration("slot-retry", "RELAY_SLOT_RETRY", publisher.DefaultStartRetry, "--mode wal: how often a standby instance tries to take the slot while another holds it")
 	grace := fs.Duration("shutdown-grace", "RELAY_SHUTDOWN_GRACE", 10*time.Second, "how long the HTTP server may take to close on SIGTERM")
 	if err := fs.Parse(args); err != nil {

@@ -527,6 +527,18 @@ func WaitAllPublished(t testing.TB, pool *pgxpool.Pool, timeout time.Duration) {
 	})
 }
 
+// WaitAllDeleted waits until the outbox is empty: a WAL relay deletes the
+// rows Kafka acknowledged.
+func WaitAllDeleted(t testing.TB, pool *pgxpool.Pool, timeout time.Duration) {
+	t.Helper()
+	WaitFor(t, timeout, "every row deleted", func() error {
+		if n := Count(t, pool, "select count(*) from outbox"); n != 0 {
+			return fmt.Errorf("%d rows left", n)
+		}
+		return nil
+	})
+}
+
 // Poisoned is a key whose seq 2 its topic refuses as too large (a
 // max.message.bytes of 4096, see SmallMessages) and keys that flow, for
 // the tests of parked rows.
