@@ -238,7 +238,13 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		workers = append(workers, runner.Run)
 	}
 	if *relayOn {
-		rl, err := publisher.New(publisher.Config{Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry})
+		// One worker: a service's outbox takes hundreds of rows a second,
+		// which one pipelined worker publishes with room to spare (the
+		// relay's benchmark drains tens of thousands). Every commit's
+		// NOTIFY wakes every worker, and with two the second mostly
+		// found its shards empty: a transaction and two round trips per
+		// wake-up for nothing.
+		rl, err := publisher.New(publisher.Config{Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry, Workers: 1})
 		if err != nil {
 			return err
 		}

@@ -139,28 +139,20 @@ func (h *Webhook) apply(ctx context.Context, ev paymentprovider.Event, body []by
 	}
 	ctx, span := applySpan(ctx, ev, p.Traceparent, p.OrderID, attribute.Int64("concord.payment_id", p.ID))
 	defer span.End()
+	if o.To != "" {
+		return paymentstore.ApplyProviderEvent(ctx, h.Pool, h.Outbox, p.ID, o, ev.ID)
+	}
+	// processing: nothing moves, but the provider's id is worth keeping.
 	err = pgx.BeginFunc(ctx, h.Pool, func(tx pgx.Tx) error {
-		changed := false
-		var err error
-		if o.To != "" {
-			changed, err = paymentstore.Record(ctx, tx, h.Outbox, p.ID, o)
-		} else {
-			// processing: nothing moves, but the provider's id is worth
-			// keeping.
-			err = paymentstore.AttachProvider(ctx, tx, p.ID, ev.PaymentID)
-		}
+		err := paymentstore.AttachProvider(ctx, tx, p.ID, ev.PaymentID)
+		result = paymentstore.ResultUnchanged
 		if errors.Is(err, paymentstore.ErrProviderMismatch) {
 			// Two provider payments for one order: record it for the
 			// reconciler; retrying the delivery would not help.
-			result = "provider_mismatch"
-			return paymentstore.MarkProviderEventApplied(ctx, tx, ev.ID, result)
+			result, err = paymentstore.ResultProviderMismatch, nil
 		}
 		if err != nil {
 			return err
-		}
-		result = "unchanged"
-		if changed {
-			result = "applied"
 		}
 		return paymentstore.MarkProviderEventApplied(ctx, tx, ev.ID, result)
 	})

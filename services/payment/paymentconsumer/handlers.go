@@ -212,8 +212,15 @@ func applySaga(ctx context.Context, tx pgx.Tx, evs []sagaEvent, checks *Checks) 
 		return nil
 	}
 	ids := make([]string, 0, len(evs))
+	// Stored waiting reservations matter only to an order.created that
+	// settles them: a batch of reservations (inventory-events) reads none,
+	// which saves its transaction a statement.
+	var created []string
 	for _, se := range evs {
 		ids = append(ids, se.orderID)
+		if se.created != nil {
+			created = append(created, se.orderID)
+		}
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -221,7 +228,7 @@ func applySaga(ctx context.Context, tx pgx.Tx, evs []sagaEvent, checks *Checks) 
 	if err != nil {
 		return err
 	}
-	waiting, err := paymentstore.WaitingFor(ctx, tx, ids)
+	waiting, err := paymentstore.WaitingFor(ctx, tx, created)
 	if err != nil {
 		return err
 	}

@@ -155,10 +155,12 @@ type ProviderEvent struct {
 	Payload           []byte // the raw body, kept as received
 }
 
+const markAppliedSQL = `update provider_events set applied = $2 where id = $1 and applied is null`
+
 // MarkProviderEventApplied records what applying a provider event did,
 // unless a concurrent delivery of the same event recorded it first.
 func MarkProviderEventApplied(ctx context.Context, q Execer, id, result string) error {
-	if _, err := q.Exec(ctx, `update provider_events set applied = $2 where id = $1 and applied is null`, id, result); err != nil {
+	if _, err := q.Exec(ctx, markAppliedSQL, id, result); err != nil {
 		return fmt.Errorf("provider event %s: %w", id, err)
 	}
 	return nil

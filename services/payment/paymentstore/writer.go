@@ -210,10 +210,61 @@ func MarkRefunded(ctx context.Context, tx pgx.Tx, events outbox.Writer, paymentI
 // RecordAlone is Record in a transaction of its own, in two round trips
 // where BeginFunc and Record take four: BEGIN goes with the row lock, the
 // writes with COMMIT. The charger records every provider answer this way.
-func RecordAlone(ctx context.Context, pool *pgxpool.Pool, events outbox.Writer, paymentID int64, o Observation) (bool, error) {
+func RecordAlone(ctx context.Context, pool *pgxpool.Pool, events outbox.Writer, paymentID int64, o Observation) (changed bool, err error) {
+	err = alone(ctx, pool, paymentID, func(p Payment) (w *pgx.Batch, err error) {
+		w, changed, err = plan(ctx, events, p, o)
+		return w, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("payment %d → %s: %w", paymentID, o.To, err)
+	}
+	return changed, nil
+}
+
+// Results of applying a provider event, as ApplyProviderEvent records them
+// in provider_events.applied.
+const (
+	ResultApplied          = "applied"
+	ResultUnchanged        = "unchanged"
+	ResultProviderMismatch = "provider_mismatch"
+)
+
+// ApplyProviderEvent is Record of what provider event eventID says, in a
+// transaction of its own that also marks the event applied with the
+// result (MarkProviderEventApplied): two round trips where BeginFunc,
+// Record and the mark took five, and every webhook that moves a payment
+// passes here. A payment tied to another provider payment is
+// ResultProviderMismatch, recorded for the reconciler and not an error:
+// retrying the delivery would not help.
+func ApplyProviderEvent(ctx context.Context, pool *pgxpool.Pool, events outbox.Writer, paymentID int64, o Observation, eventID string) (result string, err error) {
+	err = alone(ctx, pool, paymentID, func(p Payment) (*pgx.Batch, error) {
+		w, changed, err := plan(ctx, events, p, o)
+		switch {
+		case errors.Is(err, ErrProviderMismatch):
+			w, result = &pgx.Batch{}, ResultProviderMismatch
+		case err != nil:
+			return nil, err
+		case changed:
+			result = ResultApplied
+		default:
+			result = ResultUnchanged
+		}
+		w.Queue(markAppliedSQL, eventID, result)
+		return w, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("provider event %s on payment %d: %w", eventID, paymentID, err)
+	}
+	return result, nil
+}
+
+// alone runs a canonical write in a transaction of its own, in two round
+// trips: BEGIN with the payment's row lock, then the writes writesFor
+// returns for the locked row with COMMIT.
+func alone(ctx context.Context, pool *pgxpool.Pool, paymentID int64, writesFor func(Payment) (*pgx.Batch, error)) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return false, fmt.Errorf("payment %d: %w", paymentID, err)
+		return err
 	}
 	// A failure leaves the transaction open (aborted): the pool destroys a
 	// connection released in a transaction, which rolls it back, so the
@@ -227,17 +278,14 @@ func RecordAlone(ctx context.Context, pool *pgxpool.Pool, events outbox.Writer, 
 		return lockErr(paymentID, err)
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return false, err
+		return err
 	}
-	w, changed, err := plan(ctx, events, p, o)
+	w, err := writesFor(p)
 	if err != nil {
-		return false, err
+		return err
 	}
 	w.Queue("commit")
-	if err := conn.SendBatch(ctx, w).Close(); err != nil {
-		return false, fmt.Errorf("payment %d → %s: %w", paymentID, o.To, err)
-	}
-	return changed, nil
+	return conn.SendBatch(ctx, w).Close()
 }
 
 func transition(ctx context.Context, tx pgx.Tx, events outbox.Writer, id int64, o Observation) (bool, error) {
@@ -283,7 +331,10 @@ func plan(ctx context.Context, events outbox.Writer, p Payment, o Observation) (
 	if d != payment.Apply {
 		// Record what the provider said even when nothing changes, so the
 		// reconciler sees the latest observation.
-		if o.Observed != "" || attach != "" {
+		// An observation the row already holds is not written again:
+		// the charger's answer and the webhook usually both arrive, and
+		// the second would rewrite the row (and its indexes) unchanged.
+		if (o.Observed != "" && o.Observed != p.ObservedStatus) || attach != "" {
 			w.Queue(`update payments set observed_external_status = coalesce(nullif($2, ''), observed_external_status),
 				provider_payment_id = coalesce(provider_payment_id, nullif($3, '')) where id = $1`, id, o.Observed, attach)
 		}

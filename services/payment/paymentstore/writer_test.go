@@ -174,8 +174,28 @@ func testRecord(t *testing.T, alone bool) {
 	if _, err := record(paid.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_2", Source: "webhook"}); !errors.Is(err, paymentstore.ErrProviderMismatch) {
 		t.Fatalf("Record with another provider id: err = %v; want ErrProviderMismatch", err)
 	}
+	// The same outcome again (the webhook after the charger's answer, or
+	// the other way round) changes nothing and does not even rewrite the
+	// row: its xmin, the transaction that last wrote it, stays.
+	rowVersion := func() (xmin int64) {
+		if err := pool.QueryRow(ctx, `select xmin::text::bigint from payments where id = $1`, paid.ID).Scan(&xmin); err != nil {
+			t.Fatal(err)
+		}
+		return xmin
+	}
+	before := rowVersion()
 	if changed, err := record(paid.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Observed: "succeeded", Source: "webhook"}); err != nil || changed {
 		t.Fatalf("Record of the same outcome again: changed %v, err %v; want unchanged", changed, err)
+	}
+	if after := rowVersion(); after != before {
+		t.Fatalf("Record of an outcome and observation the row holds rewrote it (xmin %d → %d)", before, after)
+	}
+	// News that moves nothing is still kept for the reconciler.
+	if _, err := record(paid.ID, paymentstore.Observation{To: payment.StatusPaid, ProviderPaymentID: "pi_1", Observed: "processing", Source: "poller"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := paymentstore.Get(ctx, pool, paid.ID); got.ObservedStatus != "processing" || got.Status != payment.StatusPaid {
+		t.Fatalf("after news that moves nothing: observed %q status %s; want processing, still paid", got.ObservedStatus, got.Status)
 	}
 
 	// A decline that does not move the payment (it failed already) still
