@@ -80,7 +80,7 @@ type row struct {
 	topic     string
 	eventType string
 	version   int
-	payload   string
+	payload   []byte
 	headers   map[string]string
 	createdAt time.Time
 	attempts  int
@@ -432,7 +432,7 @@ func (r *Relay) record(rw row) *kgo.Record {
 	for k, v := range rw.headers {
 		hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
-	return withTrace(&kgo.Record{Topic: rw.topic, Key: []byte(rw.key), Value: []byte(rw.payload), Headers: hs}, rw.headers)
+	return withTrace(&kgo.Record{Topic: rw.topic, Key: []byte(rw.key), Value: rw.payload, Headers: hs}, rw.headers)
 }
 
 func recordSize(rec *kgo.Record) int {

@@ -200,9 +200,16 @@ func (w *WALRelay) Run(ctx context.Context) error {
 // EnsurePublication creates the publication of the outbox table's inserts
 // if it does not exist. Only inserts: the relay's deletes, its failure counts
 // and the operator's updates are not streamed.
+//
+// It publishes only the columns a record is made of (decodeRow's), so the
+// walsender converts and sends fewer per row; a server before PostgreSQL 15,
+// which has no column lists, gets the whole table.
 func (w *WALRelay) EnsurePublication(ctx context.Context) error {
-	_, err := w.cfg.Pool.Exec(ctx, "create publication "+w.w.Publication+" for table outbox with (publish = 'insert')")
+	_, err := w.cfg.Pool.Exec(ctx, "create publication "+w.w.Publication+" for table outbox ("+publishedColumns+") with (publish = 'insert')")
 	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42601" { // syntax_error: no column lists before PostgreSQL 15
+		_, err = w.cfg.Pool.Exec(ctx, "create publication "+w.w.Publication+" for table outbox with (publish = 'insert')")
+	}
 	if errors.As(err, &pgErr) && pgErr.Code == "42710" { // duplicate_object
 		return nil
 	}
@@ -221,6 +228,10 @@ func (w *WALRelay) DropSlot(ctx context.Context) error {
 	_, err := w.cfg.Pool.Exec(ctx, "delete from outbox_wal_slot where slot = $1", w.w.Slot)
 	return err
 }
+
+// publishedColumns are the outbox columns the stream carries: what decodeRow
+// reads.
+const publishedColumns = "id, event_id, partition_key, topic, event_type, event_version, payload, headers, created_at, attempts, published_at, skipped_at"
 
 // deletePublished removes rows Kafka acknowledged.
 const deletePublished = `delete from outbox where id = any($1::bigint[])`
@@ -246,6 +257,7 @@ type walSession struct {
 	// left pending in the table, and lastSeen bounds the ids the sweep may
 	// publish for them (rows beyond it come later in the stream).
 	blocked  map[string]int64
+	cols     []tupleColumn // the last insert's columns, reused
 	confirm  pglogrepl.LSN // acknowledged, deleted: safe to confirm
 	received pglogrepl.LSN // last server WAL end seen with nothing open
 	types    *pgtype.Map
@@ -476,6 +488,23 @@ func (w *WALRelay) idleAdvance(s *walSession, end pglogrepl.LSN) {
 }
 
 func (w *WALRelay) decode(ctx context.Context, s *walSession, xld pglogrepl.XLogData) error {
+	if len(xld.WALData) > 0 && xld.WALData[0] == byte(pglogrepl.MessageTypeInsert) {
+		relID, cols, err := parseInsert(xld.WALData, s.cols)
+		s.cols = cols
+		if err != nil {
+			return fmt.Errorf("decode pgoutput: %w", err)
+		}
+		rel, ok := s.relations[relID]
+		if !ok {
+			return fmt.Errorf("insert into unknown relation %d", relID)
+		}
+		rw, err := decodeRow(s.types, rel, cols)
+		if err != nil {
+			return err
+		}
+		w.received.Inc()
+		return w.produceWAL(ctx, s, rw)
+	}
 	lm, err := pglogrepl.Parse(xld.WALData)
 	if err != nil {
 		return fmt.Errorf("decode pgoutput: %w", err)
@@ -487,17 +516,6 @@ func (w *WALRelay) decode(ctx context.Context, s *walSession, xld pglogrepl.XLog
 		s.mu.Lock()
 		s.cur = &walTxn{}
 		s.mu.Unlock()
-	case *pglogrepl.InsertMessage:
-		rel, ok := s.relations[m.RelationID]
-		if !ok {
-			return fmt.Errorf("insert into unknown relation %d", m.RelationID)
-		}
-		rw, err := decodeRow(s.types, rel, m.Tuple)
-		if err != nil {
-			return err
-		}
-		w.received.Inc()
-		return w.produceWAL(ctx, s, rw)
 	case *pglogrepl.CommitMessage:
 		s.mu.Lock()
 		if t := s.cur; t != nil {
@@ -511,40 +529,43 @@ func (w *WALRelay) decode(ctx context.Context, s *walSession, xld pglogrepl.XLog
 }
 
 // decodeRow maps an outbox insert (pgoutput text format) to the row the
-// poll relay reads, so both modes produce the same records.
-func decodeRow(types *pgtype.Map, rel *pglogrepl.RelationMessage, tup *pglogrepl.TupleData) (row, error) {
+// poll relay reads, so both modes produce the same records. Only the
+// columns a record needs are converted; the payload keeps the message's
+// bytes.
+func decodeRow(types *pgtype.Map, rel *pglogrepl.RelationMessage, cols []tupleColumn) (row, error) {
 	var rw row
-	if tup == nil {
+	if len(cols) == 0 {
 		return rw, errors.New("outbox insert without a tuple")
 	}
 	var published, skipped bool
-	for i, col := range tup.Columns {
-		if i >= len(rel.Columns) || col.DataType != 't' {
+	for i, col := range cols {
+		if i >= len(rel.Columns) || col.kind != pglogrepl.TupleDataTypeText {
 			continue
 		}
-		v := string(col.Data)
 		var err error
 		switch rel.Columns[i].Name {
 		case "id":
-			rw.id, err = strconv.ParseInt(v, 10, 64)
+			rw.id, err = strconv.ParseInt(string(col.data), 10, 64)
 		case "event_id":
-			rw.eventID = v
+			rw.eventID = string(col.data)
 		case "partition_key":
-			rw.key = v
+			rw.key = string(col.data)
 		case "topic":
-			rw.topic = v
+			rw.topic = string(col.data)
 		case "event_type":
-			rw.eventType = v
+			rw.eventType = string(col.data)
 		case "event_version":
-			rw.version, err = strconv.Atoi(v)
+			rw.version, err = strconv.Atoi(string(col.data))
 		case "payload":
-			rw.payload = v
+			rw.payload = col.data
 		case "headers":
-			err = json.Unmarshal(col.Data, &rw.headers)
+			if string(col.data) != "{}" { // most rows carry none
+				err = json.Unmarshal(col.data, &rw.headers)
+			}
 		case "created_at":
-			err = types.Scan(pgtype.TimestamptzOID, pgtype.TextFormatCode, col.Data, &rw.createdAt)
+			err = types.Scan(pgtype.TimestamptzOID, pgtype.TextFormatCode, col.data, &rw.createdAt)
 		case "attempts":
-			rw.attempts, err = strconv.Atoi(v)
+			rw.attempts, err = strconv.Atoi(string(col.data))
 		case "published_at":
 			published = true
 		case "skipped_at":
@@ -578,7 +599,8 @@ func (w *WALRelay) produceWAL(ctx context.Context, s *walSession, rw row) error 
 		return nil
 	}
 	s.mu.Unlock()
-	if err := w.tooLarge(ctx, rw); err != nil {
+	rec := w.record(rw)
+	if err := w.tooLarge(ctx, rec); err != nil {
 		// Refused before producing, so no later row of its key can overtake it.
 		return w.fail(ctx, s, rw, err)
 	}
@@ -586,7 +608,7 @@ func (w *WALRelay) produceWAL(ctx context.Context, s *walSession, rw row) error 
 	t.pending++
 	t.ids = append(t.ids, rw.id)
 	s.mu.Unlock()
-	w.client.Produce(ctx, w.record(rw), func(_ *kgo.Record, err error) {
+	w.client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		acked := time.Now()
 		s.mu.Lock()
 		t.pending--
@@ -615,21 +637,21 @@ func failureKind(err error) string {
 	return "transient"
 }
 
-func (w *WALRelay) tooLarge(ctx context.Context, rw row) error {
-	if _, ok := w.limits.get(rw.topic); !ok && time.Since(w.limitTried[rw.topic]) > time.Minute {
+func (w *WALRelay) tooLarge(ctx context.Context, rec *kgo.Record) error {
+	if _, ok := w.limits.get(rec.Topic); !ok && time.Since(w.limitTried[rec.Topic]) > time.Minute {
 		// Looked up at most once a minute per topic: with the broker away a
 		// lookup per row would stall the stream.
-		w.limitTried[rw.topic] = time.Now()
+		w.limitTried[rec.Topic] = time.Now()
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		w.limits.load(lctx, w.adm, []string{rw.topic})
+		w.limits.load(lctx, w.adm, []string{rec.Topic})
 		cancel()
 	}
 	limit := int32(w.cfg.MaxMessageBytes)
-	if l, ok := w.limits.get(rw.topic); ok && l < limit {
+	if l, ok := w.limits.get(rec.Topic); ok && l < limit {
 		limit = l
 	}
-	if size := recordSize(w.record(rw)); size > int(limit) {
-		return errTooLarge(size, limit, rw.topic)
+	if size := recordSize(rec); size > int(limit) {
+		return errTooLarge(size, limit, rec.Topic)
 	}
 	return nil
 }
@@ -790,10 +812,11 @@ func (w *WALRelay) sweepBlocked(ctx context.Context, s *walSession) error {
 			continue
 		}
 		for _, rw := range list {
-			if err := w.tooLarge(ctx, rw); err != nil {
+			rec := w.record(rw)
+			if err := w.tooLarge(ctx, rec); err != nil {
 				return w.fail(ctx, s, rw, err)
 			}
-			res := w.client.ProduceSync(ctx, w.record(rw))
+			res := w.client.ProduceSync(ctx, rec)
 			if err := res.FirstErr(); err != nil {
 				return w.fail(ctx, s, rw, err)
 			}
@@ -865,7 +888,8 @@ func (w *WALRelay) drainPending(ctx context.Context, s *walSession, upTo int64) 
 			if blocked {
 				continue
 			}
-			if err := w.tooLarge(ctx, rw); err != nil {
+			rec := w.record(rw)
+			if err := w.tooLarge(ctx, rec); err != nil {
 				if err := w.fail(ctx, s, rw, err); err != nil {
 					refused = err
 					break
@@ -873,7 +897,7 @@ func (w *WALRelay) drainPending(ctx context.Context, s *walSession, upTo int64) 
 				continue // parked: its key is blocked from here on
 			}
 			wg.Add(1)
-			w.client.Produce(ctx, w.record(rw), func(_ *kgo.Record, err error) {
+			w.client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 				defer wg.Done()
 				mu.Lock()
 				defer mu.Unlock()

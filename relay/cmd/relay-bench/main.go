@@ -69,6 +69,7 @@ func run(ctx context.Context, args []string) error {
 	rateFor := fs.Duration("rate-duration", "", 15*time.Second, "length of the latency run")
 	compression := fs.String("compression", "", "none", "producer compression")
 	cpuProfile := fs.String("cpuprofile", "", "", "write a CPU profile of the relay's backlog drain to this file")
+	walProfile := fs.String("wal-cpuprofile", "", "", "write a CPU profile of the WAL relay's backlog drain to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -196,7 +197,7 @@ func run(ctx context.Context, args []string) error {
 	// relay is stopped, then drained; and the same offered load.
 	wcfg := publisher.WALConfig{Config: cfg, Slot: "relay_bench_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")}
 	wcfg.Publication = wcfg.Slot
-	walRate, err := walDrain(ctx, wcfg, pool, rows)
+	walRate, err := walDrain(ctx, wcfg, pool, rows, *walProfile)
 	defer dropSlot(pool, wcfg.Slot)
 	if err != nil {
 		return err
@@ -258,7 +259,7 @@ func dropSlot(pool *pgxpool.Pool, slot string) {
 // the backlog in transactions of 5,000 rows with no relay running, then
 // starts a WAL relay and returns events/s until every row is acknowledged
 // and marked published.
-func walDrain(ctx context.Context, cfg publisher.WALConfig, pool *pgxpool.Pool, rows []outbox.Record) (float64, error) {
+func walDrain(ctx context.Context, cfg publisher.WALConfig, pool *pgxpool.Pool, rows []outbox.Record, profile string) (float64, error) {
 	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
 		return 0, err
 	}
@@ -270,7 +271,12 @@ func walDrain(ctx context.Context, cfg publisher.WALConfig, pool *pgxpool.Pool, 
 	}
 	var acked atomic.Int64
 	var start time.Time
-	err := runUntil(ctx, walRunner(cfg), func(string, time.Time, time.Time) { acked.Add(1) }, func() (bool, error) {
+	stopProfile, err := startProfile(profile)
+	if err != nil {
+		return 0, err
+	}
+	defer stopProfile()
+	err = runUntil(ctx, walRunner(cfg), func(string, time.Time, time.Time) { acked.Add(1) }, func() (bool, error) {
 		if start.IsZero() {
 			start = time.Now()
 		}
