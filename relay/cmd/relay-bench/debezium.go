@@ -158,7 +158,7 @@ func (d debeziumPeer) run(ctx context.Context, rows []outbox.Record, rate int, r
 	for _, r := range backlog {
 		want[r.EventID] = r
 	}
-	col := newAppendLog(want)
+	col := newAppendLog(want, partitions)
 	cctx, stopConsuming := context.WithCancel(ctx)
 	consumed := make(chan struct{})
 	go func() { defer close(consumed); col.consume(cctx, cl) }()
@@ -353,7 +353,11 @@ func (r connectREST) put(ctx context.Context, action string) error {
 // id, and how the records differ from what Concord's relay publishes for
 // the same rows.
 type appendLog struct {
-	want map[string]outbox.Record // the rows checked against, by event id
+	want       map[string]outbox.Record // the rows checked against, by event id
+	partitions int
+	// partitioner is Concord's relay's, to check that the peer's records
+	// land on the partitions Concord's would.
+	partitioner kgo.TopicPartitioner
 
 	mu         sync.Mutex
 	at         map[string]time.Time
@@ -361,8 +365,9 @@ type appendLog struct {
 	seen       map[string]bool // mismatch kinds already noted
 }
 
-func newAppendLog(want map[string]outbox.Record) *appendLog {
-	return &appendLog{want: want, at: map[string]time.Time{}, seen: map[string]bool{}}
+func newAppendLog(want map[string]outbox.Record, partitions int) *appendLog {
+	return &appendLog{want: want, partitions: partitions, partitioner: kgo.StickyKeyPartitioner(nil).ForTopic(""),
+		at: map[string]time.Time{}, seen: map[string]bool{}}
 }
 
 func (a *appendLog) reset() {
@@ -394,7 +399,12 @@ func (a *appendLog) add(r *kgo.Record) {
 		a.at[id] = r.Timestamp
 	}
 	if want, ok := a.want[id]; ok {
-		for _, m := range recordDiff(kafkaRecord(want), r) {
+		wr := kafkaRecord(want)
+		diff := recordDiff(wr, r)
+		if p := a.partitioner.Partition(wr, a.partitions); int32(p) != r.Partition {
+			diff = append(diff, "partition differs")
+		}
+		for _, m := range diff {
 			if !a.seen[m] {
 				a.seen[m] = true
 				a.mismatches = append(a.mismatches, m)
