@@ -34,6 +34,7 @@ import (
 // publishing process), over the bench's own database and outbox table.
 type debeziumPeer struct {
 	classpath string // the jars; "" runs peers/debezium/fetch for them
+	heap      string // the JVM's -Xmx
 	kcfg      kit.KafkaConfig
 	dbURL     string
 	pool      *pgxpool.Pool
@@ -46,6 +47,7 @@ type debeziumResult struct {
 	p50, p99   time.Duration
 	latencyN   int
 	peakRSS    int64
+	heap       string
 	startup    time.Duration
 	mismatches []string // how its records differ from Concord's, one line each
 }
@@ -127,10 +129,9 @@ func (d debeziumPeer) run(ctx context.Context, rows []outbox.Record, rate int, r
 		return res, err
 	}
 
-	// The heap as Kafka's connect-standalone.sh sets it.
 	started := time.Now()
 	p, err := proc.Run(proc.Command{Name: "kafka-connect", Path: java, Dir: dir, Log: filepath.Join(dir, "connect.log"),
-		Args: []string{"-Xms256m", "-Xmx2g", "-Dlog4j2.configurationFile=" + filepath.Join(dir, "log4j2.properties"),
+		Args: []string{"-Xms256m", "-Xmx" + d.heap, "-Dlog4j2.configurationFile=" + filepath.Join(dir, "log4j2.properties"),
 			"-cp", d.classpath, "org.apache.kafka.connect.cli.ConnectStandalone", "worker.properties", "connector.properties"}})
 	if err != nil {
 		return res, err
@@ -208,7 +209,7 @@ func (d debeziumPeer) run(ctx context.Context, rows []outbox.Record, rate int, r
 	if err != nil {
 		return res, err
 	}
-	res.peakRSS = u.PeakRSS
+	res.peakRSS, res.heap = u.PeakRSS, d.heap
 	return res, nil
 }
 
@@ -525,8 +526,8 @@ func printDebezium(res debeziumResult, err error, pollRate float64, rate int) {
 		res.drainRate, ofPoll(res.drainRate, pollRate))
 	fmt.Printf("  debezium         commit-to-ack at %d events/s offered (%d events): p50 %s  p99 %s (created_at to broker append time, ms resolution)\n",
 		rate, res.latencyN, res.p50.Round(100*time.Microsecond), res.p99.Round(100*time.Microsecond))
-	fmt.Printf("  debezium process Kafka Connect JVM (-Xmx2g), up and streaming in %s: peak RSS %.0f MiB\n",
-		res.startup.Round(100*time.Millisecond), float64(res.peakRSS)/(1<<20))
+	fmt.Printf("  debezium process Kafka Connect JVM (-Xmx%s), up and streaming in %s: peak RSS %.0f MiB\n",
+		res.heap, res.startup.Round(100*time.Millisecond), float64(res.peakRSS)/(1<<20))
 	if len(res.mismatches) == 0 {
 		fmt.Printf("  debezium         records: same key, value and headers as Concord's relay publishes\n")
 	} else {

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -73,6 +74,7 @@ func run(ctx context.Context, args []string) error {
 		"wal (relay --mode wal), debezium (Debezium's PostgreSQL connector with its outbox event router on Kafka Connect)")
 	debeziumClasspath := fs.String("debezium-classpath", "CONCORD_DEBEZIUM_CLASSPATH", "",
 		"Java class path of Kafka Connect and Debezium for the debezium peer; empty runs peers/debezium/fetch (Maven), from the relay module's directory, for it")
+	debeziumHeap := fs.String("debezium-heap", "", "2g", "maximum heap (-Xmx) of the debezium peer's Kafka Connect JVM; 2g is what Kafka's connect-standalone.sh gives it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,6 +87,9 @@ func run(ctx context.Context, args []string) error {
 	peers, err := parsePeers(*peerList)
 	if err != nil {
 		return kit.UsageError{Err: err}
+	}
+	if !jvmSize.MatchString(*debeziumHeap) {
+		return kit.Usagef("debezium-heap %q: a JVM size such as 512m or 2g", *debeziumHeap)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -147,7 +152,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if peers.debezium {
-		dbz := debeziumPeer{classpath: *debeziumClasspath, kcfg: kcfg, dbURL: dbURL, pool: pool, adm: adm}
+		dbz := debeziumPeer{classpath: *debeziumClasspath, heap: *debeziumHeap, kcfg: kcfg, dbURL: dbURL, pool: pool, adm: adm}
 		res, err := dbz.run(ctx, rows, *rate, *rateFor, *payload, *partitions)
 		printDebezium(res, err, relayRate, *rate)
 	}
@@ -263,6 +268,9 @@ func ofPoll(rate, poll float64) string {
 	}
 	return fmt.Sprintf("%.2f x poll mode", rate/poll)
 }
+
+// jvmSize is a size as java's -Xmx takes it.
+var jvmSize = regexp.MustCompile(`^[0-9]+[kKmMgG]?$`)
 
 // peerSet is the relays one run measures.
 type peerSet struct{ poll, wal, debezium bool }
