@@ -529,7 +529,7 @@ func printDebezium(res debeziumResult, err error, pollRate float64, rate int) {
 	fmt.Printf("  debezium process Kafka Connect JVM (-Xmx%s), up and streaming in %s: peak RSS %.0f MiB\n",
 		res.heap, res.startup.Round(100*time.Millisecond), float64(res.peakRSS)/(1<<20))
 	if len(res.mismatches) == 0 {
-		fmt.Printf("  debezium         records: same key, value and headers as Concord's relay publishes\n")
+		fmt.Printf("  debezium         records: same partition, key, value and headers as Concord's relay gives them\n")
 	} else {
 		fmt.Printf("  debezium         records differ from Concord's: %s\n", strings.Join(res.mismatches, "; "))
 	}
