@@ -145,9 +145,11 @@ bench-reconciler: up ## reconciler: full cycle over 100k payments at the provide
 
 bench: bench-relay bench-consumer bench-saga bench-reconciler ## all benchmarks, each printing its same-run baseline
 
-# The peer is a module of its own (relay/peers/watermill), outside the
-# workspace, so Watermill and Sarama never enter Concord's build.
-bench-relay: up ## outbox relay: events/s (untraced and traced), commit-to-ack p50/p99 at 2,000/s, same-run Kafka and DB ceilings, Watermill's forwarder beside it
+# The Watermill peer is a module of its own (relay/peers/watermill), outside
+# the workspace, so Watermill and Sarama never enter Concord's build. The
+# Debezium peer runs inside relay-bench (--peers) on a Kafka Connect JVM
+# whose jars relay/peers/debezium/fetch resolves with Maven into .local/cache.
+bench-relay: up ## outbox relay: events/s (untraced and traced), commit-to-ack p50/p99 at 2,000/s, same-run Kafka and DB ceilings, Debezium's and Watermill's outboxes beside it
 	$(STACK) cd relay && go run ./cmd/relay-bench
 	$(STACK) cd relay/peers/watermill && GOWORK=off go run .
 

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -70,6 +71,11 @@ func run(ctx context.Context, args []string) error {
 	compression := fs.String("compression", "", "none", "producer compression")
 	cpuProfile := fs.String("cpuprofile", "", "", "write a CPU profile of the relay's backlog drain to this file")
 	walProfile := fs.String("wal-cpuprofile", "", "", "write a CPU profile of the WAL relay's backlog drain to this file")
+	peerList := fs.String("peers", "", "poll,wal,debezium", "comma-separated relays to measure: poll (with the Kafka and database ceilings and the traced drain), "+
+		"wal (relay --mode wal), debezium (Debezium's PostgreSQL connector with its outbox event router on Kafka Connect)")
+	debeziumClasspath := fs.String("debezium-classpath", "CONCORD_DEBEZIUM_CLASSPATH", "",
+		"Java class path of Kafka Connect and Debezium for the debezium peer; empty runs peers/debezium/fetch (Maven), from the relay module's directory, for it")
+	debeziumHeap := fs.String("debezium-heap", "", "2g", "maximum heap (-Xmx) of the debezium peer's Kafka Connect JVM; 2g is what Kafka's connect-standalone.sh gives it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +84,13 @@ func run(ctx context.Context, args []string) error {
 	}
 	if err := kit.Require("postgres-url", *admin); err != nil {
 		return kit.UsageError{Err: err}
+	}
+	peers, err := parsePeers(*peerList)
+	if err != nil {
+		return kit.UsageError{Err: err}
+	}
+	if !jvmSize.MatchString(*debeziumHeap) {
+		return kit.Usagef("debezium-heap %q: a JVM size such as 512m or 2g", *debeziumHeap)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -125,35 +138,62 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 
+	var relayRate float64 // the poll mode's drain, for the ratios of the others
+	if peers.poll {
+		if relayRate, err = measurePoll(ctx, cl, cfg, pool, writer, rows, *batch, *rate, *rateFor, *payload, *cpuProfile); err != nil {
+			return err
+		}
+	}
+	if peers.wal {
+		if err := measureWAL(ctx, cfg, pool, writer, rows, relayRate, *rate, *rateFor, *payload, *walProfile); err != nil {
+			return err
+		}
+	}
+	if err := processMemory(ctx, kcfg, dbURL, pool, rows, *batch, *workers, peers.modes()); err != nil {
+		return err
+	}
+	if peers.debezium {
+		dbz := debeziumPeer{classpath: *debeziumClasspath, heap: *debeziumHeap, kcfg: kcfg, dbURL: dbURL, pool: pool, adm: adm}
+		res, err := dbz.run(ctx, rows, *rate, *rateFor, *payload, *partitions)
+		printDebezium(res, err, relayRate, *rate)
+	}
+	return nil
+}
+
+// measurePoll prints the same-run ceilings and the poll mode's figures:
+// backlog drain (untraced and traced) and commit-to-ack at the offered
+// rate. It returns the untraced drain rate.
+func measurePoll(ctx context.Context, cl *kgo.Client, cfg publisher.Config, pool *pgxpool.Pool, writer outbox.Writer, rows []outbox.Record,
+	batch, rate int, rateFor time.Duration, payload int, cpuProfile string) (float64, error) {
 	// Kafka ceiling: the same records, straight through franz-go.
 	kafkaRate, err := rawProduce(ctx, cl, rows)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	fmt.Printf("  ceiling kafka    raw franz-go produce (acks=all, idempotent): %9.0f events/s\n", kafkaRate)
 
 	// Database ceiling: SELECT … FOR UPDATE SKIP LOCKED + mark, no Kafka.
 	if err := load(ctx, pool, rows); err != nil {
-		return err
+		return 0, err
 	}
-	dbRate, err := rawLoop(ctx, pool, *batch, len(rows))
+	dbRate, err := rawLoop(ctx, pool, batch, len(rows))
 	if err != nil {
-		return err
+		return 0, err
 	}
-	fmt.Printf("  ceiling database SELECT … FOR UPDATE SKIP LOCKED + mark, batch %d: %9.0f rows/s\n", *batch, dbRate)
+	fmt.Printf("  ceiling database SELECT … FOR UPDATE SKIP LOCKED + mark, batch %d: %9.0f rows/s\n", batch, dbRate)
 
 	// Relay throughput over a backlog.
 	if err := load(ctx, pool, rows); err != nil {
-		return err
+		return 0, err
 	}
-	stopProfile, err := startProfile(*cpuProfile)
+	stopProfile, err := startProfile(cpuProfile)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	relayRate, err := drain(ctx, cfg, pool, len(rows))
 	stopProfile()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	lower := min(kafkaRate, dbRate)
 	fmt.Printf("  relay            backlog drained:                             %9.0f events/s (%.0f%% of the lower ceiling; target >= 25000 and >= 50%%)\n",
@@ -165,55 +205,108 @@ func run(ctx context.Context, args []string) error {
 	// Tracing stays on for the rest of the run; those rows carry no trace,
 	// so the relay makes no spans for them.
 	if err := load(ctx, pool, traced(rows)); err != nil {
-		return err
+		return 0, err
 	}
 	sink, err := otlpsink.Start(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer sink.Close(context.WithoutCancel(ctx)) //nolint:errcheck
 	tracedRate, err := drain(ctx, cfg, pool, len(rows))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := sink.Flush(ctx); err != nil {
-		return fmt.Errorf("flush spans: %w", err)
+		return 0, fmt.Errorf("flush spans: %w", err)
 	}
 	fmt.Printf("  relay            backlog drained, traced:                     %9.0f events/s (%.2f x untraced; %s)\n",
 		tracedRate, tracedRate/relayRate, sink.Stats())
 
 	// Latency at a fixed offered load.
 	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
-		return err
+		return 0, err
 	}
-	p50, p99, n, err := latency(ctx, pollRunner(cfg), pool, writer, *rate, *rateFor, *payload)
+	p50, p99, n, err := latency(ctx, pollRunner(cfg), pool, writer, rate, rateFor, payload)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	fmt.Printf("  relay            commit-to-ack at %d events/s offered (%d events): p50 %s  p99 %s (target p99 <= 100ms)\n",
-		*rate, n, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
+		rate, n, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
+	return relayRate, nil
+}
 
+// measureWAL prints relay --mode wal's backlog drain (beside the poll
+// mode's, when that ran) and its commit-to-ack at the offered rate.
+func measureWAL(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, writer outbox.Writer, rows []outbox.Record,
+	relayRate float64, rate int, rateFor time.Duration, payload int, cpuProfile string) error {
 	// WAL mode: the same backlog, appended while the slot exists and the
 	// relay is stopped, then drained; and the same offered load.
 	wcfg := publisher.WALConfig{Config: cfg, Slot: "relay_bench_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")}
 	wcfg.Publication = wcfg.Slot
-	walRate, err := walDrain(ctx, wcfg, pool, rows, *walProfile)
+	walRate, err := walDrain(ctx, wcfg, pool, rows, cpuProfile)
 	defer dropSlot(pool, wcfg.Slot)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("  relay --mode wal backlog drained:                             %9.0f events/s (%.2f x poll mode; target >= 60000 and >= 1.4 x)\n",
-		walRate, walRate/relayRate)
+	fmt.Printf("  relay --mode wal backlog drained:                             %9.0f events/s (%s; target >= 60000 and >= 1.4 x)\n",
+		walRate, ofPoll(walRate, relayRate))
 	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
 		return err
 	}
-	p50, p99, n, err = latency(ctx, walRunner(wcfg), pool, writer, *rate, *rateFor, *payload)
+	p50, p99, n, err := latency(ctx, walRunner(wcfg), pool, writer, rate, rateFor, payload)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("  relay --mode wal commit-to-ack at %d events/s offered (%d events): p50 %s  p99 %s (target p99 <= 10ms)\n",
-		*rate, n, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
-	return processMemory(ctx, kcfg, dbURL, pool, rows, *batch, *workers)
+		rate, n, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
+	return nil
+}
+
+// ofPoll is rate as a multiple of the poll mode's, when that ran.
+func ofPoll(rate, poll float64) string {
+	if poll == 0 {
+		return "poll mode not run"
+	}
+	return fmt.Sprintf("%.2f x poll mode", rate/poll)
+}
+
+// jvmSize is a size as java's -Xmx takes it.
+var jvmSize = regexp.MustCompile(`^[0-9]+[kKmMgG]?$`)
+
+// peerSet is the relays one run measures.
+type peerSet struct{ poll, wal, debezium bool }
+
+func parsePeers(list string) (peerSet, error) {
+	var ps peerSet
+	for _, name := range strings.Split(list, ",") {
+		switch strings.TrimSpace(name) {
+		case "poll":
+			ps.poll = true
+		case "wal":
+			ps.wal = true
+		case "debezium":
+			ps.debezium = true
+		case "":
+		default:
+			return peerSet{}, fmt.Errorf("peers: unknown peer %q (poll, wal, debezium)", name)
+		}
+	}
+	if ps == (peerSet{}) {
+		return peerSet{}, errors.New("peers: none given (poll, wal, debezium)")
+	}
+	return ps, nil
+}
+
+// modes are the relay binary's modes among the peers.
+func (ps peerSet) modes() []string {
+	var out []string
+	if ps.poll {
+		out = append(out, "poll")
+	}
+	if ps.wal {
+		out = append(out, "wal")
+	}
+	return out
 }
 
 // runner is a relay of either mode, started and ready.
@@ -575,6 +668,32 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 		}
 	}
 
+	total, err := offer(ctx, pool, writer, rate, d, size)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		got := len(lat)
+		mu.Unlock()
+		if got >= total {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("only %d of %d events acknowledged", got, total)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], len(lat), nil
+}
+
+// offer appends events at rate for d, each in a transaction of its own,
+// from eight appenders, and returns how many it appended.
+func offer(ctx context.Context, pool *pgxpool.Pool, writer outbox.Writer, rate int, d time.Duration, size int) (int, error) {
 	total := int(float64(rate) * d.Seconds())
 	keys := make([]string, 1000)
 	for i := range keys {
@@ -615,24 +734,8 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 	appenders.Wait()
 	select {
 	case err := <-errc:
-		return 0, 0, 0, err
+		return 0, err
 	default:
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		mu.Lock()
-		got := len(lat)
-		mu.Unlock()
-		if got >= total {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, 0, 0, fmt.Errorf("only %d of %d events acknowledged", got, total)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	slices.Sort(lat)
-	return lat[len(lat)/2], lat[len(lat)*99/100], len(lat), nil
+	return total, nil
 }

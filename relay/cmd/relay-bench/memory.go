@@ -23,7 +23,10 @@ const relayRSSBudget = 128 << 20
 // of its own, in each mode, and reports its peak resident set. The runs
 // above are in process, where the bench's own memory (every row it
 // prepared) would hide the relay's; this one measures nothing else.
-func processMemory(ctx context.Context, kcfg kit.KafkaConfig, dbURL string, pool *pgxpool.Pool, rows []outbox.Record, batch, workers int) error {
+func processMemory(ctx context.Context, kcfg kit.KafkaConfig, dbURL string, pool *pgxpool.Pool, rows []outbox.Record, batch, workers int, modes []string) error {
+	if len(modes) == 0 {
+		return nil
+	}
 	dir, err := os.MkdirTemp("", "relay-bench-")
 	if err != nil {
 		return err
@@ -33,7 +36,7 @@ func processMemory(ctx context.Context, kcfg kit.KafkaConfig, dbURL string, pool
 	if err := proc.GoBuild(".", bin, "./cmd/relay"); err != nil {
 		return err
 	}
-	for _, mode := range []string{"poll", "wal"} {
+	for _, mode := range modes {
 		peak, took, err := relayProcessDrain(ctx, bin, dir, mode, kcfg, dbURL, pool, rows, batch, workers)
 		if err != nil {
 			return fmt.Errorf("relay process, --mode %s: %w", mode, err)
