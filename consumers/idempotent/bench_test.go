@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,13 +145,16 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 		_, err = tx.Exec(ctx, insertBenchRow, ev.EventID, ev.AggregateID, seq, ev.Timestamp)
 		return err
 	}
+	var batchStats idempotent.Stats
 	consume := func(cfg idempotent.Config) float64 {
 		if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
 			b.Fatal(err)
 		}
 		cfg.Group, cfg.Topics, cfg.Pool, cfg.Kafka = testkit.UniqueName(b, "bench"), []string{topic}, pool, kafkaConfig(k)
 		cfg.MaxConcurrentPartitions, cfg.MaxBatchRecords = parallel, batchSize
-		cfg.KafkaOpts = []kgo.Opt{kgo.FetchMaxPartitionBytes(4 << 20), kgo.FetchMaxBytes(32 << 20)}
+		// Fetches of whole batches; the response as a whole is capped
+		// by the runner (MaxBufferedBytes/4).
+		cfg.KafkaOpts = []kgo.Opt{kgo.FetchMaxPartitionBytes(4 << 20)}
 		r := start(b, cfg)
 		var first time.Time
 		var firstN int64
@@ -169,13 +173,21 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 			time.Sleep(20 * time.Millisecond) // polling the counters, not synchronising
 		}
 		consumed := time.Since(first)
+		batchStats = r.Stats()
 		r.stop(b)
 		if got := count(b, pool, `SELECT count(*) FROM bench_rows`); got != n {
 			b.Fatalf("bench_rows = %d, want %d", got, n)
 		}
 		return float64(int64(n)-firstN) / consumed.Seconds()
 	}
-	perEventRate := consume(idempotent.Config{Handler: perEvent})
+	// Each phase's goroutines (the runner's, franz-go's, pgx's) carry its
+	// name as a profiler label: go test -cpuprofile, then
+	// go tool pprof -tagfocus phase=batch.
+	phase := func(name string, run func() float64) (rate float64) {
+		pprof.Do(ctx, pprof.Labels("phase", name), func(context.Context) { rate = run() })
+		return rate
+	}
+	perEventRate := phase("per-event", func() float64 { return consume(idempotent.Config{Handler: perEvent}) })
 	// The runner's peak memory: what earlier phases freed goes back to the
 	// OS and the high-water mark is set back to the resident set left, so
 	// the peak is the BatchHandler run's (the test process also holds the
@@ -183,8 +195,9 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	debug.FreeOSMemory()
 	_ = proc.ResetPeakRSS(os.Getpid())
 	memStart, _ := proc.ReadUsage(os.Getpid())
-	consumerRate := consume(idempotent.Config{BatchHandler: batchHandler})
+	consumerRate := phase("batch", func() float64 { return consume(idempotent.Config{BatchHandler: batchHandler}) })
 	mem, _ := proc.ReadUsage(os.Getpid())
+	batchRun := batchStats
 	// The same again with tracing on: franz-go's receive span and the
 	// runner's process span per event, exported over OTLP to an
 	// in-process collector that discards them. Tracing stays on from
@@ -194,7 +207,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sink.Close(context.Background()) })
-	tracedRate := consume(idempotent.Config{BatchHandler: batchHandler})
+	tracedRate := phase("traced", func() float64 { return consume(idempotent.Config{BatchHandler: batchHandler}) })
 	if err := sink.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -203,12 +216,13 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
 		b.Fatal(err)
 	}
-	rawStart := time.Now()
-	if err := insertRaw(ctx, pool, rows, parallel, batchSize); err != nil {
-		b.Fatal(err)
-	}
-	raw := time.Since(rawStart)
-	rawRate := float64(n) / raw.Seconds()
+	rawRate := phase("raw", func() float64 {
+		rawStart := time.Now()
+		if err := insertRaw(ctx, pool, rows, parallel, batchSize); err != nil {
+			b.Fatal(err)
+		}
+		return float64(n) / time.Since(rawStart).Seconds()
+	})
 
 	// The database work the consumer cannot avoid: the same INSERTs plus the
 	// dedupe rows (one unnest INSERT per batch, as the runner writes them),
@@ -217,11 +231,13 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
 		b.Fatal(err)
 	}
-	floorStart := time.Now()
-	if err := insertRawWithDedupe(ctx, pool, rows, parallel, batchSize); err != nil {
-		b.Fatal(err)
-	}
-	floorRate := float64(n) / time.Since(floorStart).Seconds()
+	floorRate := phase("raw+dedupe", func() float64 {
+		floorStart := time.Now()
+		if err := insertRawWithDedupe(ctx, pool, rows, parallel, batchSize); err != nil {
+			b.Fatal(err)
+		}
+		return float64(n) / time.Since(floorStart).Seconds()
+	})
 	b.StopTimer()
 
 	b.ReportMetric(consumerRate, "events/s")
@@ -232,13 +248,14 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	fmt.Printf("\nconsumer benchmark: %d events of ~1 KiB over %d partitions, handler inserts one row\n", n, partitions)
 	fmt.Printf("  load average at start: %s, at end: %s\n", loadStart, testkit.LoadAverage())
 	fmt.Printf("  applied with dedupe, BatchHandler (Kafka → validate → processed_events + pgx batch of the INSERTs, batches of ≤%d, %d partitions in parallel): %8.0f events/s\n", batchSize, parallel, consumerRate)
-	fmt.Printf("  peak RSS of the benchmark process during the BatchHandler run: %.0f MiB (%.0f MiB at its start)\n",
-		float64(mem.PeakRSS)/(1<<20), float64(memStart.RSS)/(1<<20))
+	fmt.Printf("  peak RSS of the benchmark process during the BatchHandler run: %.0f MiB (%.0f MiB at its start); the runner held at most %.0f MiB of polled records (MaxBufferedBytes %d MiB), %d batches of %.0f events on average\n",
+		float64(mem.PeakRSS)/(1<<20), float64(memStart.RSS)/(1<<20), float64(batchRun.PeakBufferedBytes)/(1<<20), idempotent.DefaultMaxBufferedBytes>>20,
+		batchRun.Batches, float64(batchRun.Applied)/float64(max(batchRun.Batches, 1)))
 	fmt.Printf("  the same BatchHandler with tracing on (receive + process span per event, OTLP to an in-process no-op collector):     %8.0f events/s (%.2f x untraced; %s)\n", tracedRate, tracedRate/consumerRate, sink.Stats())
 	fmt.Printf("  applied with dedupe, per-event Handler (one INSERT round trip per event, otherwise the same):                       %8.0f events/s\n", perEventRate)
 	fmt.Printf("  raw batched INSERT of the same rows (pgx batch of %d per tx, %d in parallel, no Kafka, no dedupe):  %8.0f rows/s\n", batchSize, parallel, rawRate)
 	fmt.Printf("  the same INSERTs plus the dedupe rows (one unnest INSERT into processed_events per tx), no Kafka, no decoding:          %8.0f rows/s\n", floorRate)
-	fmt.Printf("  ratio: %.2f of raw (target ≥ 0.50), %.2f of raw+dedupe; target ≥ 20000 events/s\n\n", consumerRate/rawRate, consumerRate/floorRate)
+	fmt.Printf("  ratio: %.2f of raw+dedupe (target ≥ 0.80), %.2f of raw; target ≥ 20000 events/s\n\n", consumerRate/floorRate, consumerRate/rawRate)
 }
 
 const insertBenchDedupe = `INSERT INTO processed_events (consumer_group, event_id, topic, partition, "offset")
