@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -206,8 +209,14 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 			return float64(n) / time.Since(floorStart).Seconds()
 		})
 	}
+	// Where the CPU goes, by process: this one (runner, franz-go, pgx, the
+	// handler), PostgreSQL and the broker, and what the whole machine did
+	// meanwhile (the other work sharing it included).
+	cpu := newCPUMeter(b, pool, k.Brokers[0])
 	perEventRate := phase("per-event", func() float64 { return consume(idempotent.Config{Handler: perEvent}) })
+	floorCPU := cpu.start()
 	floorBefore := floor("bench-floor-before")
+	floorSpent := floorCPU()
 	// The runner's peak memory: what earlier phases freed goes back to the
 	// OS and the high-water mark is set back to the resident set left, so
 	// the peak is the BatchHandler run's (the test process also holds the
@@ -215,7 +224,9 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	debug.FreeOSMemory()
 	_ = proc.ResetPeakRSS(os.Getpid())
 	memStart, _ := proc.ReadUsage(os.Getpid())
+	batchCPU := cpu.start()
 	consumerRate := phase("batch", func() float64 { return consume(idempotent.Config{BatchHandler: batchHandler}) })
+	batchSpent := batchCPU()
 	mem, _ := proc.ReadUsage(os.Getpid())
 	batchRun := batchStats
 	floorAfter := floor("bench-floor-after")
@@ -263,6 +274,10 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	fmt.Printf("  applied with dedupe, per-event Handler (one INSERT round trip per event, otherwise the same):                       %8.0f events/s\n", perEventRate)
 	fmt.Printf("  raw batched INSERT of the same rows (pgx batch of %d per tx, %d in parallel, no Kafka, no dedupe):  %8.0f rows/s\n", batchSize, parallel, rawRate)
 	fmt.Printf("  the same INSERTs plus the dedupe rows (one unnest INSERT into processed_events per tx), no Kafka, no decoding:          %8.0f rows/s (%.0f just before the BatchHandler run, %.0f just after)\n", floorRate, floorBefore, floorAfter)
+	fmt.Printf("  CPU seconds per 1,000 events, BatchHandler run: %s\n", batchSpent.per(n))
+	fmt.Printf("  CPU seconds per 1,000 rows, raw+dedupe just before it: %s\n", floorSpent.per(n))
+	fmt.Printf("  the same as a ratio of CPU, which the machine's other work does not move: the ceiling's CPU per row ÷ the BatchHandler run's per event, the processes named: %.2f\n",
+		floorSpent.ours().Seconds()/max(batchSpent.ours().Seconds(), 1e-9))
 	fmt.Printf("  ratio: %.2f of raw+dedupe (target ≥ 0.80), %.2f of raw; target ≥ 20000 events/s\n\n", consumerRate/floorRate, consumerRate/rawRate)
 }
 
@@ -333,4 +348,121 @@ func insertChunks(ctx context.Context, pool *pgxpool.Pool, rows []benchRow, para
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// cpuMeter reads the CPU time of the processes a phase of the benchmark
+// keeps busy: this one (runner, franz-go, pgx, the handler), the
+// PostgreSQL backends serving the benchmark's database (the server is
+// shared with whatever else uses the stack; its other backends and its
+// background writers are left out) and the broker (shared, counted whole).
+type cpuMeter struct {
+	pool *pgxpool.Pool
+	pids map[string]int // this process, the broker when found
+}
+
+// cpuSpent is the CPU time of each process over a phase, and of the whole
+// machine.
+type cpuSpent struct {
+	names   []string
+	by      map[string]time.Duration
+	machine time.Duration
+	wall    time.Duration
+}
+
+const backendsName = "postgresql (the database's backends)"
+
+func newCPUMeter(b *testing.B, pool *pgxpool.Pool, broker string) cpuMeter {
+	m := cpuMeter{pool: pool, pids: map[string]int{"bench process": os.Getpid()}}
+	_, port, err := net.SplitHostPort(broker)
+	if err == nil {
+		var p, pid int
+		if p, err = strconv.Atoi(port); err == nil {
+			if pid, err = proc.ListenerPID(p); err == nil {
+				m.pids["kafka (shared)"] = pid
+			}
+		}
+	}
+	if err != nil {
+		b.Logf("the broker's CPU is not measured: %v", err)
+	}
+	return m
+}
+
+func (m cpuMeter) read() (map[string]time.Duration, time.Duration) {
+	by := map[string]time.Duration{}
+	for name, pid := range m.pids {
+		if u, err := proc.TreeUsage(pid); err == nil {
+			by[name] = u.CPU
+		}
+	}
+	var pids []int32
+	if err := m.pool.QueryRow(context.Background(),
+		`SELECT array_agg(pid) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&pids); err == nil {
+		for _, pid := range pids {
+			if u, err := proc.ReadUsage(int(pid)); err == nil {
+				by[fmt.Sprintf("%s/%d", backendsName, pid)] = u.CPU
+			}
+		}
+	}
+	return by, machineCPU()
+}
+
+// start begins a phase; the function it returns ends it.
+func (m cpuMeter) start() func() cpuSpent {
+	before, machineBefore := m.read()
+	t0 := time.Now()
+	return func() cpuSpent {
+		after, machineAfter := m.read()
+		s := cpuSpent{by: map[string]time.Duration{}, machine: machineAfter - machineBefore, wall: time.Since(t0)}
+		for key, d := range after {
+			name, _, _ := strings.Cut(key, "/") // a backend that started meanwhile counts from 0
+			if _, ok := s.by[name]; !ok {
+				s.names = append(s.names, name)
+			}
+			s.by[name] += d - before[key]
+		}
+		slices.Sort(s.names)
+		return s
+	}
+}
+
+// ours is the CPU time of the processes named.
+func (s cpuSpent) ours() time.Duration {
+	var d time.Duration
+	for _, name := range s.names {
+		d += s.by[name]
+	}
+	return d
+}
+
+func (s cpuSpent) per(n int) string {
+	var parts []string
+	for _, name := range s.names {
+		parts = append(parts, fmt.Sprintf("%s %.3f", name, s.by[name].Seconds()*1000/float64(n)))
+	}
+	ours := s.ours()
+	return fmt.Sprintf("%s; the machine %.3f (%.0f%% of its %d cores busy over %.1f s, %.0f%% of that by the processes named)",
+		strings.Join(parts, ", "), s.machine.Seconds()*1000/float64(n),
+		100*s.machine.Seconds()/s.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), s.wall.Seconds(),
+		100*ours.Seconds()/max(s.machine.Seconds(), 1e-9))
+}
+
+// machineCPU is the CPU time every core spent busy since boot
+// (/proc/stat: user, nice, system, irq, softirq, steal).
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	var ticks int64
+	for i, v := range f {
+		if i == 0 || i == 4 || i == 5 || i > 8 {
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
