@@ -229,6 +229,9 @@ func (c *Catalog) ValidateAs(typ string, version int, event []byte) error {
 	if err != nil {
 		return err
 	}
+	if s.fast != nil && s.fast.acceptsEncoded(event) {
+		return nil
+	}
 	doc, parsed, accepted := s.acceptsFast(event)
 	if accepted {
 		return nil
@@ -269,7 +272,8 @@ func (c *Catalog) schema(typ string, version int) (compiled, error) {
 	return s, nil
 }
 
-// acceptsFast is ValidateAs's fast path: accepted when parseFast decodes
+// acceptsFast is ValidateAs's second fast path, for what acceptsEncoded
+// leaves (escaped strings, repeated names): accepted when parseFast decodes
 // the event and fastSchema accepts the value, so jsonschema is not asked.
 // doc and parsed are parseFast's result, which the slow path reuses.
 func (s compiled) acceptsFast(event []byte) (doc any, parsed, accepted bool) {

@@ -236,36 +236,47 @@ func (p *fastParser) escaped(start int) (any, bool) {
 // does.
 func (p *fastParser) number() (any, bool) {
 	start := p.i
+	end, ok := numberEnd(p.b, p.i)
+	p.i = end
+	if !ok {
+		return nil, false
+	}
+	return json.Number(p.b[start:end]), true
+}
+
+// numberEnd returns where the number starting at b[i] ends, and whether
+// it follows JSON's grammar.
+func numberEnd(b []byte, i int) (int, bool) {
 	digits := func() int {
 		n := 0
-		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-			p.i++
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
 			n++
 		}
 		return n
 	}
-	if p.b[p.i] == '-' {
-		p.i++
+	if i < len(b) && b[i] == '-' {
+		i++
 	}
-	if p.i < len(p.b) && p.b[p.i] == '0' {
-		p.i++
+	if i < len(b) && b[i] == '0' {
+		i++
 	} else if digits() == 0 {
-		return nil, false
+		return i, false
 	}
-	if p.i < len(p.b) && p.b[p.i] == '.' {
-		p.i++
+	if i < len(b) && b[i] == '.' {
+		i++
 		if digits() == 0 {
-			return nil, false
+			return i, false
 		}
 	}
-	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		p.i++
-		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
-			p.i++
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
 		}
 		if digits() == 0 {
-			return nil, false
+			return i, false
 		}
 	}
-	return json.Number(p.b[start:p.i]), true
+	return i, true
 }

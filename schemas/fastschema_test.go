@@ -54,6 +54,21 @@ func FuzzFastPathAcceptsOnlyWhatJSONSchemaAccepts(f *testing.F) {
 			}
 		}
 	}
+	// encodedAlone checks acceptsEncoded, which must accept only what
+	// parseFast decodes into a value fastSchema accepts, and so only what
+	// jsonschema accepts.
+	encodedAlone := func(t *testing.T, id schemaID, event []byte) {
+		s := cat.schemas[id]
+		if s.fast == nil || !s.fast.acceptsEncoded(event) {
+			return
+		}
+		if doc, parsed := parseFast(event); !parsed || !s.fast.accepts(doc) {
+			t.Fatalf("%s v%d: acceptsEncoded accepted what parseFast and fastSchema do not (parsed %v):\n%s", id.typ, id.v, parsed, event)
+		}
+		if err := cat.validateSlow(id.typ, id.v, event); err != nil {
+			t.Fatalf("%s v%d: acceptsEncoded accepted what jsonschema rejects (%v):\n%s", id.typ, id.v, err, event)
+		}
+	}
 	f.Fuzz(func(t *testing.T, event []byte, op uint8, name string, value []byte) {
 		jsonDoc, jsonErr := decodeStrict(event)
 		for _, id := range ids {
@@ -62,6 +77,7 @@ func FuzzFastPathAcceptsOnlyWhatJSONSchemaAccepts(f *testing.F) {
 					t.Fatalf("%s v%d: the fast path accepted what jsonschema rejects (%v):\n%s", id.typ, id.v, err, event)
 				}
 			}
+			encodedAlone(t, id, event)
 			if jsonErr == nil && names(jsonDoc, id) {
 				got, want := cat.ValidateAs(id.typ, id.v, event), cat.validateSlow(id.typ, id.v, event)
 				if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -82,6 +98,9 @@ func FuzzFastPathAcceptsOnlyWhatJSONSchemaAccepts(f *testing.F) {
 				t.Fatalf("a variant is not JSON: %v\n%s", err, changed)
 			}
 			fastSchemaAlone(t, changed, changedDoc)
+			for _, id := range ids {
+				encodedAlone(t, id, changed)
+			}
 			doc, parsed := parseFast(changed)
 			if !parsed {
 				return
@@ -239,6 +258,9 @@ func TestExamplesTakeTheFastPath(t *testing.T) {
 		}
 		if _, _, accepted := s.acceptsFast(ev); s.fast != nil && !accepted {
 			t.Errorf("%s v%d: the fast path refused its example:\n%s", head.EventType, head.EventVersion, ev)
+		}
+		if s.fast != nil && !s.fast.acceptsEncoded(ev) {
+			t.Errorf("%s v%d: the fast path over the bytes refused its example:\n%s", head.EventType, head.EventVersion, ev)
 		}
 	}
 	if err := cat.validateSlow("order.created", 1, []byte(`{`)); !errors.As(err, new(*ValidationError)) {

@@ -87,6 +87,9 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 	var dead []deadLetter
 	var batch []Event // for a BatchHandler: the new events, in order
 	var batchRecs []decoded
+	if r.cfg.BatchHandler != nil {
+		batch, batchRecs = make([]Event, 0, len(fresh)), make([]decoded, 0, len(fresh))
+	}
 	out := r.cfg.Outbox.NewBuffer() // every handler's events, written before the commit
 	for _, d := range recs {
 		switch {

@@ -22,6 +22,7 @@ const (
 	DefaultMaxConcurrentPartitions = 8
 	DefaultMaxBatchRecords         = 1000
 	DefaultQueuedBatches           = 4
+	DefaultMaxBufferedBytes        = 32 << 20
 	DefaultRetryBackoffMin         = 100 * time.Millisecond
 	DefaultRetryBackoffMax         = 10 * time.Second
 	DefaultBatchTimeout            = 30 * time.Second
@@ -77,6 +78,17 @@ type Config struct {
 	// QueuedBatches is how many polled batches may wait per partition before
 	// the runner pauses fetching that partition. Default DefaultQueuedBatches.
 	QueuedBatches int
+	// MaxBufferedBytes bounds the memory of the records the runner polled
+	// and has not finished applying: their keys, values and headers plus a
+	// fixed allowance per record for the decoded event (see recordBytes).
+	// When it is reached the runner stops polling until a batch is done;
+	// each assigned partition pauses at its even share, so a stuck
+	// partition leaves the others their room. What franz-go has fetched
+	// and not yet handed over comes on top: the runner caps a fetch
+	// response at a quarter of MaxBufferedBytes (kgo.FetchMaxBytes; one
+	// response is buffered per broker, decompressed), which KafkaOpts may
+	// override. Default DefaultMaxBufferedBytes.
+	MaxBufferedBytes int64
 	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff
 	// (with jitter) between retries of a batch that failed transiently.
 	// Defaults DefaultRetryBackoffMin and DefaultRetryBackoffMax.
@@ -169,6 +181,9 @@ func (c *Config) setDefaults() error {
 	}
 	setInt(&c.MaxBatchRecords, DefaultMaxBatchRecords)
 	setInt(&c.QueuedBatches, DefaultQueuedBatches)
+	if c.MaxBufferedBytes <= 0 {
+		c.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
 	setInt(&c.PurgeBatchSize, DefaultPurgeBatchSize)
 	setDur(&c.RetryBackoffMin, DefaultRetryBackoffMin)
 	setDur(&c.RetryBackoffMax, DefaultRetryBackoffMax)

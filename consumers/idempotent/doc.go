@@ -14,7 +14,9 @@
 // event serialise on the primary key, and the loser sees the conflict.
 //
 // Records of one partition are applied strictly in order; partitions run in
-// parallel, bounded by Config.MaxConcurrentPartitions.
+// parallel, bounded by Config.MaxConcurrentPartitions. The records polled
+// and not yet applied are bounded in bytes by Config.MaxBufferedBytes: the
+// runner polls only what fits, however far behind it is.
 //
 // Failures are either permanent or transient (see Classify). A permanent one
 // (bytes that are not an envelope, a payload its schema rejects, an unknown

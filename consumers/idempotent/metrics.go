@@ -21,6 +21,7 @@ type metrics struct {
 	retries  *prometheus.CounterVec   // group, topic
 	latency  *prometheus.HistogramVec // group
 	lag      *prometheus.GaugeVec     // group, topic, partition
+	buffered *prometheus.GaugeVec     // group
 	purged   *prometheus.CounterVec   // group
 	applied  atomic.Int64
 	dupes    atomic.Int64
@@ -50,6 +51,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "concord_consumer_lag",
 			Help: "Records between the partition's high watermark and the next record to apply.",
 		}, []string{"group", "topic", "partition"})),
+		buffered: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "concord_consumer_buffered_bytes",
+			Help: "Bytes of polled records not yet applied, bounded by MaxBufferedBytes.",
+		}, []string{"group"})),
 		purged: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "concord_consumer_processed_events_purged_total",
 			Help: "processed_events rows deleted by the retention purge.",
@@ -83,4 +88,7 @@ type Stats struct {
 	Retries      int64 // batches retried after a transient failure
 	Purged       int64 // processed_events rows purged
 	Batches      int64 // batches committed
+
+	BufferedBytes     int64 // polled records held now, as Config.MaxBufferedBytes counts them
+	PeakBufferedBytes int64 // the most BufferedBytes ever was
 }

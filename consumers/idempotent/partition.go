@@ -11,15 +11,18 @@ import (
 )
 
 // partitionWorker applies the batches of one partition in order. The poll
-// loop pushes; the worker pops. When too many batches wait, the partition's
-// fetching is paused, so a slow partition neither blocks the others nor
-// buffers without bound.
+// loop pushes; the worker pops. When too many batches wait, or the
+// partition holds more than its share of Config.MaxBufferedBytes, the
+// partition's fetching is paused, so a slow partition neither blocks the
+// others nor buffers without bound.
 type partitionWorker struct {
 	r  *Runner
 	tp topicPartition
 
 	mu      sync.Mutex
 	queue   []queued
+	held    int64 // recordBytes of the queue and of the batch being applied
+	exited  bool  // run returned: a push is dropped, not held
 	paused  bool
 	wake    chan struct{} // cap 1: a push happened
 	stopped chan struct{} // closed by stop
@@ -28,8 +31,9 @@ type partitionWorker struct {
 }
 
 type queued struct {
-	recs []*kgo.Record
-	hwm  int64
+	recs  []*kgo.Record
+	bytes int64 // recordBytes of recs
+	hwm   int64
 }
 
 func newPartitionWorker(r *Runner, tp topicPartition) *partitionWorker {
@@ -40,9 +44,18 @@ func newPartitionWorker(r *Runner, tp topicPartition) *partitionWorker {
 // the last waiting batch first. A partition that waits (for a slot under
 // MaxConcurrentPartitions, or behind a slow batch) thus applies what piled
 // up in few large transactions instead of one small one per poll: the
-// fixed cost of a batch is most of the cost of a small one.
-func (w *partitionWorker) push(recs []*kgo.Record, hwm int64) {
+// fixed cost of a batch is most of the cost of a small one. Their bytes
+// count against the budget until the batch they join is applied or
+// dropped. It returns those bytes.
+func (w *partitionWorker) push(recs []*kgo.Record, hwm int64) (held int64) {
 	w.mu.Lock()
+	if w.exited {
+		// Revoked between the poll and this push: nobody applies them,
+		// and the partition's next owner reads them again.
+		w.mu.Unlock()
+		return 0
+	}
+	before := w.held
 	if n := len(w.queue); n > 0 {
 		last := &w.queue[n-1]
 		k := min(len(recs), w.r.cfg.MaxBatchRecords-len(last.recs))
@@ -50,23 +63,53 @@ func (w *partitionWorker) push(recs []*kgo.Record, hwm int64) {
 			// last.recs has no spare capacity (see below), so this append
 			// copies rather than writing into the client's slice.
 			last.recs = append(last.recs, recs[:k]...)
+			last.bytes += w.hold(recs[:k])
 			last.hwm = hwm
 			recs = recs[k:]
 		}
 	}
 	for len(recs) > 0 {
 		n := min(len(recs), w.r.cfg.MaxBatchRecords)
-		w.queue = append(w.queue, queued{recs[:n:n], hwm})
+		w.queue = append(w.queue, queued{recs[:n:n], w.hold(recs[:n]), hwm})
 		recs = recs[n:]
 	}
-	if len(w.queue) >= w.r.cfg.QueuedBatches && !w.paused {
+	if !w.paused && w.full() {
 		w.paused = true
 		w.r.cl.PauseFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
 	}
+	held = w.held - before
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
 	default:
+	}
+	return held
+}
+
+// hold counts recs against the partition's share and the runner's budget.
+// w.mu is held.
+func (w *partitionWorker) hold(recs []*kgo.Record) int64 {
+	var n int64
+	for _, rec := range recs {
+		n += recordBytes(rec)
+	}
+	w.held += n
+	w.r.budget.acquire(n)
+	return n
+}
+
+// full reports whether the partition must stop fetching: QueuedBatches
+// wait, or it holds its share of the budget (which keeps one stuck
+// partition from taking the room the others need). w.mu is held.
+func (w *partitionWorker) full() bool {
+	return len(w.queue) >= w.r.cfg.QueuedBatches || w.held >= w.r.partitionShare()
+}
+
+// resumeIfRoom resumes a paused partition that has room again. w.mu is held.
+func (w *partitionWorker) resumeIfRoom() {
+	if w.paused && !w.full() {
+		w.paused = false
+		w.r.cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
 	}
 }
 
@@ -79,11 +122,17 @@ func (w *partitionWorker) pop() (queued, bool) {
 	q := w.queue[0]
 	w.queue[0] = queued{}
 	w.queue = w.queue[1:]
-	if w.paused && len(w.queue) < w.r.cfg.QueuedBatches {
-		w.paused = false
-		w.r.cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
-	}
+	w.resumeIfRoom()
 	return q, true
+}
+
+// finished gives back the bytes of a batch that was applied or dropped.
+func (w *partitionWorker) finished(bytes int64) {
+	w.mu.Lock()
+	w.held -= bytes
+	w.resumeIfRoom()
+	w.mu.Unlock()
+	w.r.budget.release(bytes)
 }
 
 func (w *partitionWorker) wasPaused() bool {
@@ -105,6 +154,7 @@ func (w *partitionWorker) isStopped() bool {
 
 func (w *partitionWorker) run() {
 	defer close(w.done)
+	defer w.exit()
 	for {
 		if w.isStopped() {
 			return
@@ -118,10 +168,23 @@ func (w *partitionWorker) run() {
 				return
 			}
 		}
-		if !w.apply(q) {
+		ok = w.apply(q)
+		w.finished(q.bytes)
+		if !ok {
 			return
 		}
 	}
+}
+
+// exit drops the queued batches (their offsets were never marked, so the
+// partition's next owner reads them again) and gives back their bytes.
+func (w *partitionWorker) exit() {
+	w.mu.Lock()
+	w.exited = true
+	dropped := w.held
+	w.held, w.queue = 0, nil
+	w.mu.Unlock()
+	w.r.budget.release(dropped)
 }
 
 // apply applies one batch, retrying transient failures with backoff until

@@ -3,13 +3,16 @@ package idempotent
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Polls that arrive while a partition waits are applied together: a
 // backlog must make batches bigger, not longer queues of small ones.
 func TestPushTopsUpTheWaitingBatch(t *testing.T) {
-	w := newPartitionWorker(&Runner{cfg: Config{MaxBatchRecords: 5, QueuedBatches: 100}}, topicPartition{"t", 0})
+	r := &Runner{cfg: Config{MaxBatchRecords: 5, QueuedBatches: 100, MaxBufferedBytes: 1 << 30},
+		budget: newBudget(1<<30, prometheus.NewGauge(prometheus.GaugeOpts{Name: "buffered"}))}
+	w := newPartitionWorker(r, topicPartition{"t", 0})
 	var offset int64
 	poll := func(n int) []*kgo.Record {
 		recs := make([]*kgo.Record, n, n+10) // spare capacity the client may reuse

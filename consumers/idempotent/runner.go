@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -23,7 +24,8 @@ type Runner struct {
 	m       *metrics
 	cl      *kgo.Client // set by Run
 
-	sem chan struct{} // bounds partitions applying a batch at once
+	sem    chan struct{} // bounds partitions applying a batch at once
+	budget *budget       // bounds the bytes of polled records held
 
 	mu      sync.Mutex
 	workers map[topicPartition]*partitionWorker
@@ -53,20 +55,24 @@ func NewRunner(cfg Config) (*Runner, error) {
 			handles[string(t)] = true
 		}
 	}
+	m := newMetrics(cfg.Registerer)
 	return &Runner{
 		cfg:     cfg,
 		handles: handles,
-		m:       newMetrics(cfg.Registerer),
+		m:       m,
 		sem:     make(chan struct{}, cfg.MaxConcurrentPartitions),
+		budget:  newBudget(cfg.MaxBufferedBytes, m.buffered.WithLabelValues(cfg.Group)),
 		workers: make(map[topicPartition]*partitionWorker),
 	}, nil
 }
 
 // Stats returns the runner's counters (also exported as metrics).
 func (r *Runner) Stats() Stats {
+	held, peak := r.budget.usage()
 	return Stats{
 		Applied: r.m.applied.Load(), Duplicates: r.m.dupes.Load(), DeadLettered: r.m.dead.Load(), Ignored: r.m.ignored.Load(),
 		Retries: r.m.retried.Load(), Purged: r.m.purgedN.Load(), Batches: r.m.batchesN.Load(),
+		BufferedBytes: held, PeakBufferedBytes: peak,
 	}
 }
 
@@ -103,6 +109,13 @@ func (r *Runner) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
 		kgo.ProducerLinger(0),
+		// A partition resumed after a pause is fetched with the next
+		// fetch request, which waits up to FetchMaxWait when the other
+		// partitions have nothing new: Apache Kafka's 500 ms, not
+		// franz-go's 5 s.
+		kgo.FetchMaxWait(500 * time.Millisecond),
+		// What the client buffers beside the runner's budget.
+		kgo.FetchMaxBytes(int32(min(r.cfg.MaxBufferedBytes/4, math.MaxInt32))),
 	}
 	if r.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(r.cfg.InstanceID))
@@ -152,10 +165,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-// poll hands polled records to partition workers until ctx is done.
+// poll hands polled records to partition workers until ctx is done,
+// polling only as many as MaxBufferedBytes has room for.
 func (r *Runner) poll(ctx context.Context) {
 	for {
-		fetches := r.cl.PollRecords(ctx, 10*r.cfg.MaxBatchRecords)
+		n, ok := r.budget.wait(ctx, 10*r.cfg.MaxBatchRecords)
+		if !ok {
+			return
+		}
+		fetches := r.cl.PollRecords(ctx, n)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			r.cl.AllowRebalance()
 			return
@@ -163,16 +181,32 @@ func (r *Runner) poll(ctx context.Context) {
 		fetches.EachError(func(topic string, p int32, err error) {
 			r.cfg.Logger.Warn("fetch error", "group", r.cfg.Group, "topic", topic, "partition", p, "err", err)
 		})
+		var bytes int64
+		var records int
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) == 0 {
 				return
 			}
-			r.worker(p.Topic, p.Partition).push(p.Records, p.HighWatermark)
+			records += len(p.Records)
+			bytes += r.worker(p.Topic, p.Partition).push(p.Records, p.HighWatermark)
 		})
+		r.budget.observe(bytes, records)
 		// Only now may a rebalance run: every polled record is queued at
 		// its worker, which a revocation stops and waits for.
 		r.cl.AllowRebalance()
 	}
+}
+
+// partitionShare is the bytes one partition may hold before its fetching
+// pauses: twice an even share of MaxBufferedBytes among the partitions
+// the runner has. Partitions that keep up never reach it (pausing is not
+// free: a resumed partition waits for the next fetch request); one that
+// falls behind stops there, leaving the others the rest of the budget.
+func (r *Runner) partitionShare() int64 {
+	r.mu.Lock()
+	n := len(r.workers)
+	r.mu.Unlock()
+	return min(r.cfg.MaxBufferedBytes, 2*r.cfg.MaxBufferedBytes/int64(max(n, 1)))
 }
 
 // worker returns the partition's worker, starting it on first use.
