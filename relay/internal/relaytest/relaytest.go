@@ -519,20 +519,21 @@ func AppendEach(t testing.TB, pool *pgxpool.Pool, w outbox.Writer, keys []string
 // WaitAllPublished waits until no outbox row is left without published_at.
 func WaitAllPublished(t testing.TB, pool *pgxpool.Pool, timeout time.Duration) {
 	t.Helper()
-	WaitFor(t, timeout, "every row marked published", func() error {
-		if n := Count(t, pool, "select count(*) from outbox where published_at is null"); n != 0 {
-			return fmt.Errorf("%d rows pending", n)
-		}
-		return nil
-	})
+	waitNoRow(t, pool, timeout, "every row marked published", "select count(*) from outbox where published_at is null")
 }
 
 // WaitAllDeleted waits until the outbox is empty: a WAL relay deletes the
 // rows Kafka acknowledged.
 func WaitAllDeleted(t testing.TB, pool *pgxpool.Pool, timeout time.Duration) {
 	t.Helper()
-	WaitFor(t, timeout, "every row deleted", func() error {
-		if n := Count(t, pool, "select count(*) from outbox"); n != 0 {
+	waitNoRow(t, pool, timeout, "every row deleted", "select count(*) from outbox")
+}
+
+// waitNoRow waits until count, a count(*) query, says 0.
+func waitNoRow(t testing.TB, pool *pgxpool.Pool, timeout time.Duration, what, count string) {
+	t.Helper()
+	WaitFor(t, timeout, what, func() error {
+		if n := Count(t, pool, count); n != 0 {
 			return fmt.Errorf("%d rows left", n)
 		}
 		return nil
