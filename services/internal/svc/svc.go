@@ -92,6 +92,10 @@ type Env struct {
 	// Outbox appends events under the service's topic prefix, like the
 	// consumer's handlers; hand it to whatever appends outside them.
 	Outbox outbox.Writer
+	// AfterConsumerCommit, when Setup sets it, is called each time the
+	// consumer committed a batch: the service wakes the workers that act
+	// on what its handlers stored, instead of leaving it to their poll.
+	AfterConsumerCommit func()
 }
 
 // Run parses args, starts everything and blocks until ctx is done
@@ -228,6 +232,9 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		BatchHandler: spec.BatchHandler, Types: spec.Types, Outbox: events,
 		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace, InstanceID: *instance,
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
+	if wake := env.AfterConsumerCommit; wake != nil {
+		rcfg.AfterDBCommit = func(string, int32, int64) { wake() }
+	}
 	// A service that consumes no topic (funding-svc reads a broker's
 	// streams, not Kafka) runs no consumer.
 	if len(topics) > 0 {
