@@ -91,6 +91,19 @@ type batchResult struct {
 	locked, sent, published, failed int
 }
 
+// more reports whether rows may be due right after a round that read
+// batch b and, if settled, committed the worker's batch in flight: the
+// read locked a full batch (the rest of the backlog waits), or held rows
+// back behind an earlier row of their key that the settled batch may have
+// published, or rows failed. Otherwise the read took every row that was
+// due; a row committed since announces itself with a NOTIFY, so an
+// immediate second read would find nothing. Rows held back behind
+// another holder's batch are left to the poll, as that holder's commit
+// sends no NOTIFY and reading at once would spin until it does.
+func (b batchResult) more(batchSize int, settled bool) bool {
+	return b.locked >= batchSize || b.failed > 0 || settled && b.sent < b.locked
+}
+
 // flight is a batch whose records are with the producer: its transaction,
 // open on conn, holds the row locks until every record has its answer and
 // the rows are marked. The transaction is driven with plain statements
@@ -126,13 +139,15 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 			}
 		}
 	}()
+	read := true
 	for ctx.Err() == nil {
 		var next *flight
 		var res batchResult
 		var err error
-		if shards := r.owner.shardsFor(i, r.cfg.Workers); len(shards) > 0 {
+		if shards := r.owner.shardsFor(i, r.cfg.Workers); read && len(shards) > 0 {
 			next, res, err = r.start(ctx, shards)
 		}
+		settled := inFlight != nil
 		if inFlight != nil {
 			done, serr := r.settle(inFlight)
 			inFlight = nil
@@ -152,6 +167,7 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 			res.failed += done.failed
 		}
 		inFlight = next
+		read = true
 		if err != nil {
 			wait := retry.Failed()
 			if ctx.Err() == nil {
@@ -163,8 +179,14 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 			continue
 		}
 		retry.Succeeded()
-		if inFlight != nil || res.published > 0 || res.failed > 0 {
-			continue // progress: more may be due right away
+		switch {
+		case res.more(r.cfg.BatchSize, settled):
+			continue // read again at once
+		case inFlight != nil:
+			// Settle it; read beside it only if a commit woke the worker
+			// since this batch was read.
+			read = r.woken(i)
+			continue
 		}
 		r.sleep(ctx, i, r.cfg.PollInterval)
 	}
@@ -192,8 +214,12 @@ func (r *Relay) start(ctx context.Context, shards []int32) (*flight, batchResult
 	rows, pending, err := lockBatch(f.ctx, conn, r.cfg.Shards, shards, r.cfg.BatchSize)
 	if err != nil || len(rows) == 0 {
 		f.abort()
+		if err == nil {
+			r.m.reads.WithLabelValues("empty").Inc()
+		}
 		return nil, res, err
 	}
+	r.m.reads.WithLabelValues("rows").Inc()
 	f.locked, res.locked = len(rows), len(rows)
 
 	cands := make([]Candidate, len(rows))
