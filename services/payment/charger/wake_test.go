@@ -61,7 +61,12 @@ func paid(pool *pgxpool.Pool, orders ...string) error {
 // poll, after at most one PollInterval.
 func TestAPaymentStoredWithoutANudgeIsChargedByThePoll(t *testing.T) {
 	pool, c, _ := wakeRig(t, 300*time.Millisecond, false)
+	// Once the payment stored before the start is paid, the charger's
+	// first claim is behind it.
+	warm := "0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9e00"
+	intents(t, pool, []string{warm})
 	run(t, c)
+	testkit.Eventually(t, 10*time.Second, "the payment stored before the start charged", func() error { return paid(pool, warm) })
 	orders := []string{"0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9e01", "0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9e02"}
 	intents(t, pool, orders) // no Nudge
 	testkit.Eventually(t, 10*time.Second, "the payments stored without a nudge charged", func() error { return paid(pool, orders...) })
