@@ -86,22 +86,26 @@ type row struct {
 	attempts  int
 }
 
-// batchResult says what one batch did.
+// batchResult says what one round of a worker did: the batch it read and
+// the batches it settled.
 type batchResult struct {
 	locked, sent, published, failed int
+	// held counts rows a batch locked but held back behind an earlier row
+	// of their key, and has released since (committed) unpublished.
+	held int
 }
 
-// more reports whether rows may be due right after a round that read
-// batch b and, if settled, committed the worker's batch in flight: the
-// read locked a full batch (the rest of the backlog waits), or held rows
-// back behind an earlier row of their key that the settled batch may have
-// published, or rows failed. Otherwise the read took every row that was
-// due; a row committed since announces itself with a NOTIFY, so an
-// immediate second read would find nothing. Rows held back behind
-// another holder's batch are left to the poll, as that holder's commit
-// sends no NOTIFY and reading at once would spin until it does.
-func (b batchResult) more(batchSize int, settled bool) bool {
-	return b.locked >= batchSize || b.failed > 0 || settled && b.sent < b.locked
+// more reports whether rows may be due right after the round: its read
+// locked a full batch (the rest of the backlog waits), or rows failed, or
+// the round released rows it held back and published rows (perhaps the
+// ones they waited for). Otherwise every row that was due when the batch
+// was read is in it; a row committed since announces itself with a
+// NOTIFY, so reading again at once would find nothing. Rows held back
+// behind another holder's batch, with nothing published, are left to the
+// poll: that holder's commit sends no NOTIFY, and reading again at once
+// would spin until it comes.
+func (b batchResult) more(batchSize int) bool {
+	return b.locked >= batchSize || b.failed > 0 || b.held > 0 && b.published > 0
 }
 
 // flight is a batch whose records are with the producer: its transaction,
@@ -147,7 +151,6 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 		if shards := r.owner.shardsFor(i, r.cfg.Workers); read && len(shards) > 0 {
 			next, res, err = r.start(ctx, shards)
 		}
-		settled := inFlight != nil
 		if inFlight != nil {
 			done, serr := r.settle(inFlight)
 			inFlight = nil
@@ -156,6 +159,7 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 			}
 			res.published += done.published
 			res.failed += done.failed
+			res.held += done.held
 		}
 		if next != nil && !r.pipelined {
 			done, serr := r.settle(next)
@@ -165,6 +169,7 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 			}
 			res.published += done.published
 			res.failed += done.failed
+			res.held += done.held
 		}
 		inFlight = next
 		read = true
@@ -180,7 +185,7 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 		}
 		retry.Succeeded()
 		switch {
-		case res.more(r.cfg.BatchSize, settled):
+		case res.more(r.cfg.BatchSize):
 			continue // read again at once
 		case inFlight != nil:
 			// Settle it; read beside it only if a commit woke the worker
@@ -239,6 +244,7 @@ func (r *Relay) start(ctx context.Context, shards []int32) (*flight, batchResult
 		if _, err := conn.Exec(f.ctx, "commit"); err != nil {
 			return nil, res, fmt.Errorf("commit a batch of %d held-back rows: %w", len(rows), err)
 		}
+		res.held = len(rows)
 		return nil, res, nil
 	}
 	res.sent = len(f.rows)
@@ -308,7 +314,7 @@ func (r *Relay) settle(f *flight) (res batchResult, err error) {
 		return res, fmt.Errorf("commit batch of %d rows (ids %d..%d): transaction status %q after commit",
 			len(f.rows), f.rows[0].id, f.rows[len(f.rows)-1].id, st)
 	}
-	res.published, res.failed = len(pubIDs), len(failed.ids)
+	res.published, res.failed, res.held = len(pubIDs), len(failed.ids), f.locked-len(f.rows)
 	for i, v := range verdicts {
 		rw := f.rows[i]
 		switch v {
