@@ -79,10 +79,10 @@ func (w Writer) Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelo
 // the notification is the transaction's like a separate pg_notify's
 // (delivered at commit, folded with the others of the transaction), and
 // an event costs one statement instead of two.
-const insertNotifySQL = `with row as (insert into outbox
+const insertNotifySQL = `with appended as (insert into outbox
  (event_id, aggregate_type, aggregate_id, partition_key, key_hash, topic, event_type, event_version, payload, headers)
  values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning 1)
-select pg_notify($11, '') from row`
+select pg_notify($11, '') from appended`
 
 // Record is an outbox row as Append would insert it. Prepare exposes it so
 // bulk loaders (benchmarks, imports) can COPY validated rows.

@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string) error {
 			}
 			shippingconsumer.Register(&mux, *budget, time.Now)
 			// A committed consumer batch may have stored a command to carry out.
-			env.AfterConsumerCommit = sh.Nudge
+			env.AfterConsumerCommit = func(string) { sh.Nudge() }
 			return []func(context.Context) error{sh.Run}, nil
 		},
 	})
