@@ -1,9 +1,7 @@
 package charger_test
 
 import (
-	"context"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -11,9 +9,7 @@ import (
 
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/outbox"
-	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/charger"
-	"github.com/concordhq/concord/services/payment/paymentprovider"
 	"github.com/concordhq/concord/services/payment/paymentstore"
 	"github.com/concordhq/concord/services/providersim"
 )
@@ -23,36 +19,12 @@ import (
 func wakeRig(t *testing.T, poll time.Duration, lose bool) (*pgxpool.Pool, *charger.Charger, *attempts) {
 	t.Helper()
 	pool := testkit.NewPool(t, outbox.Migrate, paymentstore.Migrate)
-	sim, err := providersim.New(providersim.Config{Faults: providersim.DefaultFaults()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	door := &attempts{next: sim, lose: lose, keys: map[string][]string{}}
-	ts := httptest.NewServer(door)
-	t.Cleanup(ts.Close)
-	t.Cleanup(func() { _ = sim.Close() })
-	gw, err := paymentprovider.New(paymentprovider.Config{APIKey: "sk_test_charger", BaseURL: ts.URL, Timeout: providerTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, door, gw := provider(t, providersim.DefaultFaults(), lose)
 	c, err := charger.New(charger.Config{Pool: pool, Outbox: outbox.Writer{}, Gateway: gw, PollInterval: poll, Lease: 10 * providerTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pool, c, door
-}
-
-func paid(pool *pgxpool.Pool, orders ...string) error {
-	for _, o := range orders {
-		p, err := paymentstore.ByOrder(context.Background(), pool, o)
-		if err != nil {
-			return err
-		}
-		if p.Status != payment.StatusPaid {
-			return fmt.Errorf("order %s: payment %s after %d attempts", o, p.Status, p.Attempts)
-		}
-	}
-	return nil
 }
 
 // The charger is woken when work is committed, but a wake-up can be lost
