@@ -174,8 +174,11 @@ func (h *Holder) Run(ctx context.Context) error {
 			})
 		}
 		wg.Wait()
-		if len(cmds) == h.cfg.Concurrency {
-			continue // more may be due
+		if len(cmds) > 0 {
+			// More may be due: a full claim left some, and a command
+			// settled may let the next one of its hold go (a cancel
+			// waits for the capture sent before it).
+			continue
 		}
 		select {
 		case <-ctx.Done():
