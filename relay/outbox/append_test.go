@@ -149,27 +149,41 @@ func TestAppendRefusesUnknownTypesAndMissingKeys(t *testing.T) {
 	}
 }
 
+// Append and Queue insert the row and notify in one statement; the
+// notification must still come, at commit.
 func TestAppendNotifiesTheRelayOnCommit(t *testing.T) {
-	pool := newDB(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "listen "+outbox.NotifyChannel); err != nil {
-		t.Fatal(err)
-	}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := outbox.Append(ctx, tx, outbox.Event{Payload: orderCreated(uuid.NewString(), 1)})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
-		t.Fatalf("no notification after commit: %v", err)
+	for name, write := range map[string]func(ctx context.Context, tx pgx.Tx) error{
+		"Append": func(ctx context.Context, tx pgx.Tx) error {
+			_, err := outbox.Append(ctx, tx, outbox.Event{Payload: orderCreated(uuid.NewString(), 1)})
+			return err
+		},
+		"Queue": func(ctx context.Context, tx pgx.Tx) error {
+			var b pgx.Batch
+			if _, err := (outbox.Writer{}).Queue(&b, outbox.Event{Payload: orderCreated(uuid.NewString(), 1)}); err != nil {
+				return err
+			}
+			return tx.SendBatch(ctx, &b).Close()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pool := newDB(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, "listen "+outbox.NotifyChannel); err != nil {
+				t.Fatal(err)
+			}
+			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return write(ctx, tx) }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+				t.Fatalf("no notification after commit: %v", err)
+			}
+		})
 	}
 }
 

@@ -14,17 +14,17 @@ import (
 const notifySQL = "select pg_notify($1, '')"
 
 // Queue is Append for a caller that sends its statements as one pgx.Batch:
-// it validates ev and queues its insert and the relay's NOTIFY on b, so the
-// event costs no round trip of its own. Send b in the transaction of the
-// change the event reports. Queue has no context to take a trace from:
-// pass Traced(ctx, ev) for the event to carry the caller's.
+// it validates ev and queues its insert and the relay's NOTIFY (one
+// statement) on b, so the event costs no round trip of its own. Send b in
+// the transaction of the change the event reports. Queue has no context to
+// take a trace from: pass Traced(ctx, ev) for the event to carry the
+// caller's.
 func (w Writer) Queue(b *pgx.Batch, ev Event) (schemas.Envelope, error) {
 	env, rec, err := w.Prepare(ev)
 	if err != nil {
 		return schemas.Envelope{}, err
 	}
-	b.Queue(insertSQL, rec.args()...)
-	b.Queue(notifySQL, NotifyChannel)
+	b.Queue(insertNotifySQL, rec.notifyArgs()...)
 	return env, nil
 }
 

@@ -86,9 +86,26 @@ type row struct {
 	attempts  int
 }
 
-// batchResult says what one batch did.
+// batchResult says what one round of a worker did: the batch it read and
+// the batches it settled.
 type batchResult struct {
 	locked, sent, published, failed int
+	// held counts rows a batch locked but held back behind an earlier row
+	// of their key, and has released since (committed) unpublished.
+	held int
+}
+
+// more reports whether rows may be due right after the round: its read
+// locked a full batch (the rest of the backlog waits), or rows failed, or
+// the round released rows it held back and published rows (perhaps the
+// ones they waited for). Otherwise every row that was due when the batch
+// was read is in it; a row committed since announces itself with a
+// NOTIFY, so reading again at once would find nothing. Rows held back
+// behind another holder's batch, with nothing published, are left to the
+// poll: that holder's commit sends no NOTIFY, and reading again at once
+// would spin until it comes.
+func (b batchResult) more(batchSize int) bool {
+	return b.locked >= batchSize || b.failed > 0 || b.held > 0 && b.published > 0
 }
 
 // flight is a batch whose records are with the producer: its transaction,
@@ -126,11 +143,12 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 			}
 		}
 	}()
+	read := true
 	for ctx.Err() == nil {
 		var next *flight
 		var res batchResult
 		var err error
-		if shards := r.owner.shardsFor(i, r.cfg.Workers); len(shards) > 0 {
+		if shards := r.owner.shardsFor(i, r.cfg.Workers); read && len(shards) > 0 {
 			next, res, err = r.start(ctx, shards)
 		}
 		if inFlight != nil {
@@ -141,6 +159,7 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 			}
 			res.published += done.published
 			res.failed += done.failed
+			res.held += done.held
 		}
 		if next != nil && !r.pipelined {
 			done, serr := r.settle(next)
@@ -150,8 +169,10 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 			}
 			res.published += done.published
 			res.failed += done.failed
+			res.held += done.held
 		}
 		inFlight = next
+		read = true
 		if err != nil {
 			wait := retry.Failed()
 			if ctx.Err() == nil {
@@ -163,8 +184,14 @@ func (r *Relay) runWorker(ctx context.Context, i int) {
 			continue
 		}
 		retry.Succeeded()
-		if inFlight != nil || res.published > 0 || res.failed > 0 {
-			continue // progress: more may be due right away
+		switch {
+		case res.more(r.cfg.BatchSize):
+			continue // read again at once
+		case inFlight != nil:
+			// Settle it; read beside it only if a commit woke the worker
+			// since this batch was read.
+			read = r.woken(i)
+			continue
 		}
 		r.sleep(ctx, i, r.cfg.PollInterval)
 	}
@@ -192,8 +219,12 @@ func (r *Relay) start(ctx context.Context, shards []int32) (*flight, batchResult
 	rows, pending, err := lockBatch(f.ctx, conn, r.cfg.Shards, shards, r.cfg.BatchSize)
 	if err != nil || len(rows) == 0 {
 		f.abort()
+		if err == nil {
+			r.m.reads.WithLabelValues("empty").Inc()
+		}
 		return nil, res, err
 	}
+	r.m.reads.WithLabelValues("rows").Inc()
 	f.locked, res.locked = len(rows), len(rows)
 
 	cands := make([]Candidate, len(rows))
@@ -213,6 +244,7 @@ func (r *Relay) start(ctx context.Context, shards []int32) (*flight, batchResult
 		if _, err := conn.Exec(f.ctx, "commit"); err != nil {
 			return nil, res, fmt.Errorf("commit a batch of %d held-back rows: %w", len(rows), err)
 		}
+		res.held = len(rows)
 		return nil, res, nil
 	}
 	res.sent = len(f.rows)
@@ -282,7 +314,7 @@ func (r *Relay) settle(f *flight) (res batchResult, err error) {
 		return res, fmt.Errorf("commit batch of %d rows (ids %d..%d): transaction status %q after commit",
 			len(f.rows), f.rows[0].id, f.rows[len(f.rows)-1].id, st)
 	}
-	res.published, res.failed = len(pubIDs), len(failed.ids)
+	res.published, res.failed, res.held = len(pubIDs), len(failed.ids), f.locked-len(f.rows)
 	for i, v := range verdicts {
 		rw := f.rows[i]
 		switch v {

@@ -17,6 +17,7 @@ type metrics struct {
 	overtaken   prometheus.Counter
 	latency     prometheus.Histogram
 	batch       prometheus.Histogram
+	reads       *prometheus.CounterVec
 	ownedShards prometheus.Gauge
 	members     prometheus.Gauge
 	cleaned     prometheus.Counter
@@ -44,6 +45,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_relay_batch_seconds",
 			Help:    "One batch: select and lock, produce, wait for every ack, mark, commit.",
 			Buckets: prometheus.ExponentialBuckets(.001, 2.5, 12)}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_relay_outbox_reads_total",
+			Help: "Batch reads of the outbox by result: rows (some due) or empty (woken or polled for nothing)."}, []string{"result"}),
 		ownedShards: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_relay_owned_shards",
 			Help: "Shards this instance owns."}),
 		members: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_relay_members",
@@ -53,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.backlog, m.oldestAge, m.parked, m.published, m.failures, m.parkedTotal, m.overtaken,
-			m.latency, m.batch, m.ownedShards, m.members, m.cleaned)
+			m.latency, m.batch, m.reads, m.ownedShards, m.members, m.cleaned)
 	}
 	return m
 }

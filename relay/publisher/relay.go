@@ -345,6 +345,16 @@ func (r *Relay) wakeAll() {
 	}
 }
 
+// woken takes worker i's pending wake-up, if any, without waiting.
+func (r *Relay) woken(i int) bool {
+	select {
+	case <-r.wakeups[i]:
+		return true
+	default:
+		return false
+	}
+}
+
 // sleep waits for d, a wake-up of worker i (i < 0: none) or ctx.
 func (r *Relay) sleep(ctx context.Context, i int, d time.Duration) {
 	t := time.NewTimer(d)

@@ -15,7 +15,7 @@ import (
 // state, as recorded by order-svc: both flows measured side by side at the
 // same offered rate (--orchestrated-share splits it); then where the CPU
 // time went, per process, and each process's peak resident set.
-func benchReport(ctx context.Context, r *running, res loadgen.Result, c config, usage []*measured) error {
+func benchReport(ctx context.Context, r *running, res loadgen.Result, c config, usage []*measured, load *dbLoad) error {
 	fmt.Printf("\nbench-saga: %d orders offered at %.0f/s (no faults), %.0f%% orchestrated; accepted %d\n",
 		c.orders, c.rate, c.orchestratedShare*100, len(res.Created))
 	terminal := 0
@@ -57,6 +57,9 @@ func benchReport(ctx context.Context, r *running, res loadgen.Result, c config, 
 			loadgen.Percentile(lat, 99).Round(time.Millisecond), loadgen.Percentile(lat, 100).Round(time.Millisecond))
 	}
 	printUsage(usage, terminal)
+	if load != nil {
+		load.print(ctx, terminal)
+	}
 	if terminal != len(res.Created) {
 		return fmt.Errorf("only %d of %d orders reached a terminal state", terminal, len(res.Created))
 	}

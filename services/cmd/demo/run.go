@@ -107,8 +107,12 @@ func demo(ctx context.Context, c config) error {
 	step("stocked %d SKUs with %d units each", c.skus, c.stock)
 
 	var usage []*measured
+	var load *dbLoad
 	if c.bench {
 		usage = startUsage(r, c)
+		if load, err = startDBLoad(ctx, c); err != nil {
+			fmt.Printf("    (this run's PostgreSQL backends not measured: %v)\n", err)
+		}
 	}
 	step("placing %d orders at %.0f/s (%.0f%% with a declining card, %.0f%% orchestrated)", c.orders, c.rate, c.declineShare*100, c.orchestratedShare*100)
 	res, err := loadgen.Run(ctx, loadgen.Config{OrderURL: r.orderURL, APIKey: r.orderKey, Orders: c.orders, Rate: c.rate, Concurrency: c.concurrency,
@@ -144,7 +148,7 @@ func demo(ctx context.Context, c config) error {
 	}
 
 	if c.bench {
-		err := benchReport(ctx, r, res, c, usage)
+		err := benchReport(ctx, r, res, c, usage, load)
 		if c.keepRunning {
 			fmt.Println("\nservices keep running; Ctrl-C stops them")
 			<-ctx.Done()

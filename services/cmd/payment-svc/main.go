@@ -100,6 +100,15 @@ func run(ctx context.Context, args []string) error {
 			// A webhook that moved a payment may unblock a refund; one that
 			// moved a hold may unblock a command waiting for it.
 			wh.AfterApply = func() { ch.Nudge(); hl.Nudge() }
+			// A committed consumer batch may have stored a payment to
+			// charge or a cancellation to refund; one of payment-commands
+			// a hold command, or a repair that leaves a refund due.
+			env.AfterConsumerCommit = func(topic string) {
+				ch.Nudge()
+				if topic == paymentconsumer.HoldTopic {
+					hl.Nudge()
+				}
+			}
 			wh.Register(env.API)
 			return []func(context.Context) error{ch.Run, hl.Run, paymentconsumer.SweepUnknownOrders(env.Pool, checks, env.Log)}, nil
 		},

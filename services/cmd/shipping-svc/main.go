@@ -65,6 +65,8 @@ func run(ctx context.Context, args []string) error {
 				return nil, err
 			}
 			shippingconsumer.Register(&mux, *budget, time.Now)
+			// A committed consumer batch may have stored a command to carry out.
+			env.AfterConsumerCommit = func(string) { sh.Nudge() }
 			return []func(context.Context) error{sh.Run}, nil
 		},
 	})

@@ -92,6 +92,11 @@ type Env struct {
 	// Outbox appends events under the service's topic prefix, like the
 	// consumer's handlers; hand it to whatever appends outside them.
 	Outbox outbox.Writer
+	// AfterConsumerCommit, when Setup sets it, is called each time the
+	// consumer committed a batch of a topic (named without the topic
+	// prefix): the service wakes the workers that act on what its handlers
+	// stored, instead of leaving it to their poll.
+	AfterConsumerCommit func(topic string)
 }
 
 // Run parses args, starts everything and blocks until ctx is done
@@ -228,6 +233,9 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		BatchHandler: spec.BatchHandler, Types: spec.Types, Outbox: events,
 		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace, InstanceID: *instance,
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
+	if wake := env.AfterConsumerCommit; wake != nil {
+		rcfg.AfterDBCommit = func(topic string, _ int32, _ int64) { wake(strings.TrimPrefix(topic, *prefix)) }
+	}
 	// A service that consumes no topic (funding-svc reads a broker's
 	// streams, not Kafka) runs no consumer.
 	if len(topics) > 0 {

@@ -42,6 +42,9 @@ type Gateway interface {
 	Refund(ctx context.Context, providerID, idemKey string) (paymentprovider.Refund, error)
 }
 
+// DefaultPollInterval is Config.PollInterval's default.
+const DefaultPollInterval = time.Second
+
 // firstRetry is the wait after the first attempt the provider did not
 // answer; it doubles per attempt up to Config.MaxBackoff.
 const firstRetry = 200 * time.Millisecond
@@ -56,7 +59,13 @@ type Config struct {
 	Log     *slog.Logger
 	// Concurrency bounds provider calls in flight (default 16).
 	Concurrency int
-	// PollInterval is how often due payments are looked for (default 50ms).
+	// PollInterval is how often due payments are looked for when nothing
+	// wakes the worker (default 1s). Work is found at once when it is
+	// committed: the service calls Nudge after its consumer commits (a new
+	// payment, a cancelled order) and after a webhook moved a payment, and
+	// a retry this worker schedules wakes it when due. The poll finds what
+	// no wake-up announced (a lost nudge, an expired lease, another
+	// instance's retry) this late at most.
 	PollInterval time.Duration
 	// Lease is how long a claimed payment is left to this worker before
 	// another attempt may take it; it must exceed a provider call's
@@ -92,7 +101,7 @@ func New(cfg Config) (*Charger, error) {
 		cfg.Concurrency = 16
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 50 * time.Millisecond
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 15 * time.Second
@@ -119,6 +128,13 @@ func (c *Charger) Nudge() {
 	}
 }
 
+// nudgeAt nudges the worker when a retry it scheduled for at is due.
+func (c *Charger) nudgeAt(at time.Time) {
+	if !at.IsZero() {
+		time.AfterFunc(time.Until(at), c.Nudge)
+	}
+}
+
 // Run works until ctx is done, then lets the calls in flight finish and
 // record their outcome (their own deadline bounds them) before returning.
 //
@@ -137,8 +153,11 @@ func (c *Charger) Run(ctx context.Context) error {
 	slots := make(chan struct{}, c.cfg.Concurrency) // one per call in flight
 	freed := make(chan struct{}, 1)
 	// A freed slot alone does not trigger a claim (two queries) until a
-	// quarter of the slots are free, so a busy charger claims in groups.
+	// quarter of the slots are free, so a busy charger claims in groups;
+	// and only when the last claim filled every free slot: otherwise it
+	// took all that was due, and what becomes due later wakes the worker.
 	refill := max(1, c.cfg.Concurrency/4)
+	full := false
 	for {
 		// Only this loop fills slots, so free can only grow until it does.
 		if free := cap(slots) - len(slots); free > 0 {
@@ -146,6 +165,7 @@ func (c *Charger) Run(ctx context.Context) error {
 			if err != nil && ctx.Err() == nil {
 				c.cfg.Log.Warn("charger pass failed", "err", err)
 			}
+			full = len(charges)+len(refunds) == free
 			for _, p := range charges {
 				c.start(wctx, &wg, slots, freed, p, c.charge)
 			}
@@ -162,7 +182,7 @@ func (c *Charger) Run(ctx context.Context) error {
 			case <-c.nudgeCh:
 				woken = true
 			case <-freed:
-				woken = cap(slots)-len(slots) >= refill
+				woken = full && cap(slots)-len(slots) >= refill
 			}
 		}
 	}
@@ -247,7 +267,7 @@ func (c *Charger) charge(ctx context.Context, p paymentstore.Payment) error {
 	case errors.Is(err, paymentprovider.ErrUnavailable), errors.Is(err, paymentprovider.ErrNotFound):
 		// No answer: the charge may or may not exist. Same key next time.
 		c.calls.WithLabelValues(kind, "unavailable").Inc()
-		return paymentstore.RetryChargeAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(backoff.Exponential(p.Attempts, firstRetry, c.cfg.MaxBackoff)), "", err.Error())
+		return c.retryAt(ctx, p, time.Now().Add(backoff.Exponential(p.Attempts, firstRetry, c.cfg.MaxBackoff)), err.Error())
 	case errors.Is(err, paymentprovider.ErrInvalidRequest):
 		// The provider refused the request itself; nothing was charged.
 		c.calls.WithLabelValues(kind, "refused").Inc()
@@ -262,6 +282,15 @@ func (c *Charger) charge(ctx context.Context, p paymentstore.Payment) error {
 	return c.record(ctx, p, res, kind)
 }
 
+// retryAt leaves p to a later attempt at at and wakes the worker then.
+func (c *Charger) retryAt(ctx context.Context, p paymentstore.Payment, at time.Time, reason string) error {
+	if err := paymentstore.RetryChargeAt(ctx, c.cfg.Pool, p.ID, at, "", reason); err != nil {
+		return err
+	}
+	c.nudgeAt(at)
+	return nil
+}
+
 // record applies what the provider said through the canonical writer.
 func (c *Charger) record(ctx context.Context, p paymentstore.Payment, res paymentprovider.Payment, source string) error {
 	to, ok := Outcome(res.Status).Target()
@@ -272,12 +301,16 @@ func (c *Charger) record(ctx context.Context, p paymentstore.Payment, res paymen
 		if c.cfg.RecheckAfter > 0 {
 			at = time.Now().Add(c.cfg.RecheckAfter)
 		}
-		return pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, c.cfg.Pool, func(tx pgx.Tx) error {
 			if err := paymentstore.AttachProvider(ctx, tx, p.ID, res.ProviderID); err != nil {
 				return err
 			}
 			return paymentstore.RetryChargeAt(ctx, tx, p.ID, at, res.ProviderStatus, "")
 		})
+		if err == nil {
+			c.nudgeAt(at)
+		}
+		return err
 	}
 	o := paymentstore.Observation{To: to, ProviderPaymentID: res.ProviderID, Observed: res.ProviderStatus, Source: source}
 	if to == payment.StatusFailed {
@@ -298,7 +331,12 @@ func (c *Charger) refund(ctx context.Context, p paymentstore.Payment) error {
 				return c.record(ctx, p, got, "refund")
 			}
 		}
-		return paymentstore.RetryRefundAt(ctx, c.cfg.Pool, p.ID, time.Now().Add(backoff.Exponential(p.Attempts, firstRetry, c.cfg.MaxBackoff)), err.Error())
+		at := time.Now().Add(backoff.Exponential(p.Attempts, firstRetry, c.cfg.MaxBackoff))
+		if err := paymentstore.RetryRefundAt(ctx, c.cfg.Pool, p.ID, at, err.Error()); err != nil {
+			return err
+		}
+		c.nudgeAt(at)
+		return nil
 	}
 	c.calls.WithLabelValues("refund", r.Status).Inc()
 	c.cfg.Log.InfoContext(ctx, "refunded payment of cancelled order", "payment_id", p.ID, "order_id", p.OrderID,

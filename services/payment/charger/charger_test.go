@@ -112,6 +112,20 @@ func intents(t *testing.T, pool *pgxpool.Pool, orders []string) map[string]payme
 	return out
 }
 
+// paid is nil once every order's payment is paid.
+func paid(pool *pgxpool.Pool, orders ...string) error {
+	for _, o := range orders {
+		p, err := paymentstore.ByOrder(context.Background(), pool, o)
+		if err != nil {
+			return err
+		}
+		if p.Status != payment.StatusPaid {
+			return fmt.Errorf("order %s: payment %s after %d attempts", o, p.Status, p.Attempts)
+		}
+	}
+	return nil
+}
+
 // providerPayments lists every PaymentIntent the provider holds, by the
 // order its metadata names.
 func providerPayments(t *testing.T, gw *paymentprovider.Client) map[string][]string {
@@ -145,19 +159,15 @@ func TestChargerRetriesALostAnswerWithTheSameKeyAndTheProviderChargesOnce(t *tes
 	}
 }
 
-func testLostAnswer(t *testing.T, lost string) {
-	pool := testkit.NewPool(t, outbox.Migrate, paymentstore.Migrate)
-	faults := providersim.DefaultFaults()
-	if lost == "timeout" {
-		// Every call is executed and its answer withheld until the
-		// charger gives up on it, until the test lets answers through.
-		faults.HangRate = 1
-	}
+// provider is a simulator with faults behind the attempts door (which
+// loses each order's first answer when lose is set), and the gateway to it.
+func provider(t *testing.T, faults providersim.Faults, lose bool) (*providersim.Server, *attempts, *paymentprovider.Client) {
+	t.Helper()
 	sim, err := providersim.New(providersim.Config{Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
-	door := &attempts{next: sim, lose: lost == "5xx", keys: map[string][]string{}}
+	door := &attempts{next: sim, lose: lose, keys: map[string][]string{}}
 	ts := httptest.NewServer(door)
 	t.Cleanup(ts.Close)
 	// Closing the simulator first releases the requests it still holds.
@@ -166,6 +176,18 @@ func testLostAnswer(t *testing.T, lost string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sim, door, gw
+}
+
+func testLostAnswer(t *testing.T, lost string) {
+	pool := testkit.NewPool(t, outbox.Migrate, paymentstore.Migrate)
+	faults := providersim.DefaultFaults()
+	if lost == "timeout" {
+		// Every call is executed and its answer withheld until the
+		// charger gives up on it, until the test lets answers through.
+		faults.HangRate = 1
+	}
+	sim, door, gw := provider(t, faults, lost == "5xx")
 
 	orders := []string{"0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d01", "0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d02", "0192f3a0-7c1e-7b3a-9d2e-5f6a7b8c9d03"}
 	stored := intents(t, pool, orders)
@@ -187,18 +209,7 @@ func testLostAnswer(t *testing.T, lost string) {
 			t.Fatal(err)
 		}
 	}
-	testkit.Eventually(t, 20*time.Second, "every payment recorded paid", func() error {
-		for _, o := range orders {
-			p, err := paymentstore.ByOrder(context.Background(), pool, o)
-			if err != nil {
-				return err
-			}
-			if p.Status != payment.StatusPaid {
-				return fmt.Errorf("order %s: payment %s after %d attempts", o, p.Status, p.Attempts)
-			}
-		}
-		return nil
-	})
+	testkit.Eventually(t, 20*time.Second, "every payment recorded paid", func() error { return paid(pool, orders...) })
 
 	held := providerPayments(t, gw)
 	var errs []error

@@ -56,6 +56,9 @@ type Gateway interface {
 	Get(ctx context.Context, providerID string) (paymentprovider.Payment, error)
 }
 
+// DefaultPollInterval is Config.PollInterval's default.
+const DefaultPollInterval = time.Second
+
 // Config configures a Holder; zero values take the defaults named.
 type Config struct {
 	Pool *pgxpool.Pool
@@ -65,7 +68,12 @@ type Config struct {
 	Log     *slog.Logger
 	// Concurrency bounds provider calls in flight (default 16).
 	Concurrency int
-	// PollInterval is how often due commands are looked for (default 50ms).
+	// PollInterval is how often due commands are looked for when nothing
+	// wakes the worker (default 1s). A command is taken at once when it is
+	// committed: the service calls Nudge after its consumer commits and
+	// after a webhook moved a hold, and a retry this worker schedules wakes
+	// it when due. The poll finds what no wake-up announced (a lost nudge,
+	// an expired lease, another instance's retry) this late at most.
 	PollInterval time.Duration
 	// Lease is how long a claimed command is left to one attempt; it must
 	// exceed a provider call's timeout (default 15s).
@@ -99,7 +107,7 @@ func New(cfg Config) (*Holder, error) {
 		cfg.Concurrency = 16
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 50 * time.Millisecond
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 15 * time.Second
@@ -133,6 +141,18 @@ func (h *Holder) Nudge() {
 	}
 }
 
+// retryAt leaves command c to a later attempt at at, noting why, and wakes
+// the worker then.
+func (h *Holder) retryAt(ctx context.Context, c paymentstore.HoldCommand, at time.Time, reason string) error {
+	if err := paymentstore.RetryHoldCommandAt(ctx, h.cfg.Pool, c.Key, at, reason); err != nil {
+		return err
+	}
+	if !at.IsZero() {
+		time.AfterFunc(time.Until(at), h.Nudge)
+	}
+	return nil
+}
+
 // Run works until ctx is done, then lets the attempts in flight finish
 // and record their outcome before returning: a hold the provider placed
 // must not be forgotten because we are shutting down.
@@ -154,8 +174,11 @@ func (h *Holder) Run(ctx context.Context) error {
 			})
 		}
 		wg.Wait()
-		if len(cmds) == h.cfg.Concurrency {
-			continue // more may be due
+		if len(cmds) > 0 {
+			// More may be due: a full claim left some, and a command
+			// settled may let the next one of its hold go (a cancel
+			// waits for the capture sent before it).
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -450,7 +473,7 @@ func (h *Holder) unanswered(ctx context.Context, c paymentstore.HoldCommand, kin
 
 func (h *Holder) retry(ctx context.Context, c paymentstore.HoldCommand, cause error) error {
 	at := time.Now().Add(backoff.Exponential(c.Attempts, h.cfg.FirstRetry, h.cfg.MaxBackoff))
-	if err := paymentstore.RetryHoldCommandAt(ctx, h.cfg.Pool, c.Key, at, cause.Error()); err != nil {
+	if err := h.retryAt(ctx, c, at, cause.Error()); err != nil {
 		return errors.Join(cause, err)
 	}
 	return cause
@@ -459,5 +482,5 @@ func (h *Holder) retry(ctx context.Context, c paymentstore.HoldCommand, cause er
 // wait puts a command back until the hold's authorization is known.
 func (h *Holder) wait(ctx context.Context, c paymentstore.HoldCommand) error {
 	at := time.Now().Add(backoff.Exponential(c.Attempts, h.cfg.FirstRetry, h.cfg.MaxBackoff))
-	return paymentstore.RetryHoldCommandAt(ctx, h.cfg.Pool, c.Key, at, "waiting for the hold's authorization")
+	return h.retryAt(ctx, c, at, "waiting for the hold's authorization")
 }

@@ -39,6 +39,7 @@ type rig struct {
 	mux   idempotent.Mux
 	url   string
 	gw    *countingGateway
+	h     *holder.Holder
 }
 
 // countingGateway counts the holder's provider calls by kind and key.
@@ -112,12 +113,16 @@ func newRig(t *testing.T, cfg providersim.Config, gwTimeout time.Duration) *rig 
 		t.Fatal(err)
 	}
 	r.url, r.gw = ts.URL, &countingGateway{Gateway: gw, calls: map[string]int{}, traces: map[string]trace.TraceID{}}
-	h, err := holder.New(holder.Config{Pool: r.pool, Gateway: r.gw, PollInterval: 5 * time.Millisecond,
+	// The poll is an hour away: commands are taken because send nudges
+	// the holder, as the service does after its consumer commits, and
+	// retries because the holder wakes itself when they are due.
+	h, err := holder.New(holder.Config{Pool: r.pool, Gateway: r.gw, PollInterval: time.Hour,
 		FirstRetry: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Lease: 5 * time.Second,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.h = h
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
@@ -147,6 +152,7 @@ func (r *rig) sendIn(ctx context.Context, p contract.Payload) {
 	if err != nil {
 		r.t.Fatalf("applying %s: %v", p.EventType(), err)
 	}
+	r.h.Nudge()
 }
 
 // replies are the saga.step_replied events in the outbox for key, oldest first.

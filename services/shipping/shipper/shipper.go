@@ -32,6 +32,9 @@ type Carrier interface {
 	Cancel(ctx context.Context, id string) (shippingcarrier.Shipment, error)
 }
 
+// DefaultPollInterval is Config.PollInterval's default.
+const DefaultPollInterval = time.Second
+
 // Config configures a Shipper; zero values take the defaults named.
 type Config struct {
 	Pool *pgxpool.Pool
@@ -41,7 +44,13 @@ type Config struct {
 	Log     *slog.Logger
 	// Concurrency bounds carrier calls in flight (default 16).
 	Concurrency int
-	// PollInterval is how often due shipments are looked for (default 50ms).
+	// PollInterval is how often due shipments are looked for when nothing
+	// wakes the worker (default 1s). A shipment is taken at once when it is
+	// committed: the service calls Nudge after its consumer commits, an
+	// attempt wakes the worker when it ends (its outcome may leave the row
+	// due again), and a retry wakes it when due. The poll finds what no
+	// wake-up announced (a lost nudge, an expired lease, another
+	// instance's retry) this late at most.
 	PollInterval time.Duration
 	// Lease is how long a claimed shipment is left to one attempt; it must
 	// exceed a carrier call's timeout, or a slow call and the next attempt
@@ -76,7 +85,7 @@ func New(cfg Config) (*Shipper, error) {
 		cfg.Concurrency = 16
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 50 * time.Millisecond
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 15 * time.Second
@@ -130,7 +139,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 				slots <- struct{}{}
 				wg.Add(1)
 				go func() {
-					defer func() { <-slots; wg.Done() }()
+					defer func() { <-slots; s.Nudge(); wg.Done() }()
 					if err := s.Work(wctx, r); err != nil {
 						s.cfg.Log.Warn("shipment attempt", "key", r.Key, "saga_id", r.SagaID, "err", err)
 					}
@@ -236,7 +245,11 @@ func (s *Shipper) retry(ctx context.Context, r shippingstore.Row, cause error) e
 	if !dl.IsZero() && at.After(dl) {
 		at = dl
 	}
-	return shippingstore.RetryAt(ctx, s.cfg.Pool, r.ID, at, cause.Error())
+	if err := shippingstore.RetryAt(ctx, s.cfg.Pool, r.ID, at, cause.Error()); err != nil {
+		return err
+	}
+	time.AfterFunc(at.Sub(s.cfg.Now()), s.Nudge)
+	return nil
 }
 
 func (s *Shipper) count(kind string, err error, found bool) {

@@ -1,0 +1,64 @@
+package publisher_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concordhq/concord/infra/testkit"
+	"github.com/concordhq/concord/relay/internal/relaytest"
+	"github.com/concordhq/concord/relay/publisher"
+)
+
+// outboxReads is concord_relay_outbox_reads_total{result} in reg.
+func outboxReads(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "concord_relay_outbox_reads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// A worker reads the outbox again at once only when rows may be due: after
+// a full batch it goes on without waiting for a NOTIFY (a backlog of ten
+// batches drains with the poll an hour away), and after a batch that took
+// every due row it waits for the next NOTIFY instead of reading the outbox
+// to find it empty.
+func TestRelayReadsAgainAtOnceOnlyAfterAFullBatch(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := newPool(t)
+	topic := k.CreateTopic(t, "relay", 4)
+	keys := relaytest.Keys(19)
+	// 95 rows before the relay starts, committed in one transaction (one
+	// NOTIFY): nine full batches of ten and one of five.
+	relaytest.FillSeqs(t, pool, topic, keys, 1, 5, 0, 1000)
+	reg := prometheus.NewRegistry()
+	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Workers: 1, BatchSize: 10, PollInterval: time.Hour, Registerer: reg})
+	relaytest.WaitAllPublished(t, pool, 30*time.Second)
+
+	empty := outboxReads(t, reg, "empty")
+	for seq := 6; seq <= 8; seq++ {
+		relaytest.Append(t, pool, topic, keys[0], seq, 0) // one row, one NOTIFY
+		relaytest.WaitAllPublished(t, pool, 30*time.Second)
+	}
+	if got := outboxReads(t, reg, "empty") - empty; got != 0 {
+		t.Fatalf("%v empty reads of the outbox while three rows were published one by one; want none", got)
+	}
+	check := relaytest.NewChecker(t, k, topic)
+	check.WaitAll(keys[1:], 5, 30*time.Second)
+	check.WaitAll(keys[:1], 8, 30*time.Second)
+}
