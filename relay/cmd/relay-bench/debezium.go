@@ -44,8 +44,7 @@ type debeziumPeer struct {
 // debeziumResult is what the peer measured.
 type debeziumResult struct {
 	drainRate  float64
-	p50, p99   time.Duration
-	latencyN   int
+	latency    latencyRun
 	peakRSS    int64
 	heap       string
 	startup    time.Duration
@@ -192,18 +191,18 @@ func (d debeziumPeer) run(ctx context.Context, rows []outbox.Record, rate int, r
 		return res, err
 	}
 	col.reset()
-	n, err := offer(ctx, d.pool, writer, rate, rateFor, payload)
+	o, err := offer(ctx, d.pool, writer, rate, rateFor, payload)
 	if err != nil {
 		return res, err
 	}
-	if err := col.waitFor(ctx, p, n, time.Minute); err != nil {
+	if err := col.waitFor(ctx, p, len(o.ids), time.Minute); err != nil {
 		return res, withLog(err)
 	}
 	lat, err := col.latencies(ctx, d.pool)
 	if err != nil {
 		return res, err
 	}
-	res.p50, res.p99, res.latencyN = lat[len(lat)/2], lat[len(lat)*99/100], len(lat)
+	res.latency = latencyRun{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], offered: o, duplicates: col.duplicates()}
 
 	u, err := proc.ReadUsage(p.PID())
 	if err != nil {
@@ -362,6 +361,7 @@ type appendLog struct {
 
 	mu         sync.Mutex
 	at         map[string]time.Time
+	dups       int // records of an event already appended
 	mismatches []string
 	seen       map[string]bool // mismatch kinds already noted
 }
@@ -375,6 +375,13 @@ func (a *appendLog) reset() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.at = map[string]time.Time{}
+	a.dups = 0
+}
+
+func (a *appendLog) duplicates() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.dups
 }
 
 func (a *appendLog) consume(ctx context.Context, cl *kgo.Client) {
@@ -396,7 +403,9 @@ func (a *appendLog) add(r *kgo.Record) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, dup := a.at[id]; !dup {
+	if _, dup := a.at[id]; dup {
+		a.dups++
+	} else {
 		a.at[id] = r.Timestamp
 	}
 	if want, ok := a.want[id]; ok {
@@ -524,8 +533,8 @@ func printDebezium(res debeziumResult, err error, pollRate float64, rate int) {
 	}
 	fmt.Printf("  debezium         backlog drained:                             %9.0f events/s (%s; first to last broker append)\n",
 		res.drainRate, ofPoll(res.drainRate, pollRate))
-	fmt.Printf("  debezium         commit-to-ack at %d events/s offered (%d events): p50 %s  p99 %s (created_at to broker append time, ms resolution)\n",
-		rate, res.latencyN, res.p50.Round(100*time.Microsecond), res.p99.Round(100*time.Microsecond))
+	fmt.Printf("  debezium         commit-to-ack at %d events/s offered (%s (created_at to broker append time, ms resolution)\n",
+		rate, res.latency)
 	fmt.Printf("  debezium process Kafka Connect JVM (-Xmx%s), up and streaming in %s: peak RSS %.0f MiB\n",
 		res.heap, res.startup.Round(100*time.Millisecond), float64(res.peakRSS)/(1<<20))
 	if len(res.mismatches) == 0 {
