@@ -84,6 +84,7 @@ type row struct {
 	headers   map[string]string
 	createdAt time.Time
 	attempts  int
+	read      time.Time // when the relay read it (Ack.Read)
 }
 
 // batchResult says what one round of a worker did: the batch it read and
@@ -359,6 +360,7 @@ func lockBatch(ctx context.Context, conn *pgxpool.Conn, shardCount int, shards [
 	var rows []row
 	pending := map[string][]int64{}
 	var guard bool
+	read := time.Now()
 	for q.Next() {
 		var candidate bool
 		var rw row
@@ -370,6 +372,7 @@ func lockBatch(ctx context.Context, conn *pgxpool.Conn, shardCount int, shards [
 				&rw.payload, &rw.headers, &rw.createdAt, &rw.attempts); err != nil {
 				return nil, nil, fmt.Errorf("select outbox batch, row %d: %w", rw.id, err)
 			}
+			rw.read = read
 			rows = append(rows, rw)
 		} else {
 			guard = true
@@ -446,7 +449,7 @@ func (r *Relay) produce(ctx context.Context, rows []row) (errs []error, wait fun
 			}
 			r.m.latency.Observe(acked.Sub(rw.createdAt).Seconds())
 			if r.cfg.OnAck != nil {
-				r.cfg.OnAck(rw.eventID, rw.createdAt, acked)
+				r.cfg.OnAck(Ack{EventID: rw.eventID, Inserted: rw.createdAt, Read: rw.read, Acked: acked})
 			}
 		})
 	}

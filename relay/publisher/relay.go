@@ -121,10 +121,27 @@ type Config struct {
 	CleanupBatch    int
 	// MetricsInterval is how often the backlog gauges are refreshed. Default 5s.
 	MetricsInterval time.Duration
-	// OnAck, when set, is called for every acknowledged record with the
-	// row's insert time and the ack time (tracing, benchmarks). It runs on
+	// OnAck, when set, is called for every record Kafka acknowledged, with
+	// the times the relay knows of it (benchmarks, diagnostics). It runs on
 	// the producer's callback goroutine and must be quick.
-	OnAck func(eventID string, inserted, acked time.Time)
+	OnAck func(Ack)
+}
+
+// Ack is a record Kafka acknowledged and the times the relay knows of it:
+// where a row's commit-to-ack went.
+type Ack struct {
+	EventID string
+	// Inserted is the row's created_at: the start of the transaction that
+	// appended it.
+	Inserted time.Time
+	// Committed is that transaction's commit time, as the replication
+	// stream gives it (the database server's clock). Zero in poll mode,
+	// which never learns it.
+	Committed time.Time
+	// Read is when the relay read the row: its batch's query answered (poll
+	// mode), or its transaction began to arrive from the stream (WAL mode).
+	Read  time.Time
+	Acked time.Time
 }
 
 func (c *Config) setDefaults() error {

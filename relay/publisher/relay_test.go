@@ -156,7 +156,7 @@ func TestRelayDrainsOnCancelWithoutLeavingAckedRowsUnmarked(t *testing.T) {
 	var once sync.Once
 	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: k.Config(), BatchSize: 200,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-		OnAck:  func(string, time.Time, time.Time) { once.Do(cancel) }})
+		OnAck:  func(publisher.Ack) { once.Do(cancel) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,5 +406,44 @@ func TestRelayCleanupDeletesOldPublishedRowsInSmallBatches(t *testing.T) {
 	}
 	if deleted != 45 || biggest > 10 || statements < 5 {
 		t.Fatalf("cleanup deleted %d rows in %d statements of at most %d rows; want 45 in statements of at most 10", deleted, statements, biggest)
+	}
+}
+
+// A poll relay's acks say when it read each row; it never learns the
+// commit time.
+func TestRelayAcksCarryTheReadTime(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := newPool(t)
+	topic := k.CreateTopic(t, "acktimes", 2)
+	keys := relaytest.Keys(5)
+	relaytest.Fill(t, pool, topic, keys, 2, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var acks []publisher.Ack
+	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: k.Config(),
+		OnAck: func(a publisher.Ack) { mu.Lock(); acks = append(acks, a); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	relaytest.WaitFor(t, 30*time.Second, "every record acknowledged", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acks) < 2*len(keys) {
+			return fmt.Errorf("%d of %d", len(acks), 2*len(keys))
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range acks {
+		if !a.Committed.IsZero() || a.Read.Before(a.Inserted) || a.Acked.Before(a.Read) {
+			t.Fatalf("event %s: inserted %v, committed %v, read %v, acked %v: want no commit time and inserted, read, acked in order",
+				a.EventID, a.Inserted, a.Committed, a.Read, a.Acked)
+		}
 	}
 }

@@ -66,10 +66,13 @@ type WALConfig struct {
 // rows marked by the poll mode only.
 type WALRelay struct {
 	*Relay
-	w         WALConfig
-	lag       prometheus.Gauge
-	received  prometheus.Counter
-	streaming atomic.Bool
+	w        WALConfig
+	lag      prometheus.Gauge
+	received prometheus.Counter
+	// streamDelay is commit to read: the database's share of a WAL
+	// relay's commit-to-ack, decoding and sending included.
+	streamDelay prometheus.Histogram
+	streaming   atomic.Bool
 	// limitTried is when each topic's max.message.bytes was last looked
 	// up; used by the streaming goroutine only.
 	limitTried map[string]time.Time
@@ -127,9 +130,12 @@ func NewWAL(cfg WALConfig) (*WALRelay, error) {
 		Help: "Outbox inserts this instance decoded from the replication stream (re-sent ones after a restart included)."})
 	w.lag = prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_relay_wal_slot_lag_bytes",
 		Help: "WAL the server keeps for the relay's slot: current WAL position minus the slot's confirmed flush LSN."})
+	w.streamDelay = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_relay_wal_commit_to_read_seconds",
+		Help:    "From a transaction's commit (the database server's clock) to the relay reading it from the replication stream: the walsender's share of commit-to-ack.",
+		Buckets: []float64{.001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}})
 	if reg != nil {
 		r.m = newMetrics(reg)
-		reg.MustRegister(w.lag, w.received)
+		reg.MustRegister(w.lag, w.received, w.streamDelay)
 	}
 	return w, nil
 }
@@ -239,12 +245,14 @@ const deletePublished = `delete from outbox where id = any($1::bigint[])`
 // walTxn is one committed transaction of the stream: the slot may confirm
 // its end LSN once every row it produced is acknowledged.
 type walTxn struct {
-	end     pglogrepl.LSN
-	ids     []int64 // rows produced
-	pending int     // records without an answer yet
-	err     error   // first failure of its records
-	failed  row     // the row of err
-	sealed  bool    // its commit was received
+	committed time.Time // its commit time, from the server (Ack.Committed)
+	read      time.Time // when its first message arrived (Ack.Read)
+	end       pglogrepl.LSN
+	ids       []int64 // rows produced
+	pending   int     // records without an answer yet
+	err       error   // first failure of its records
+	failed    row     // the row of err
+	sealed    bool    // its commit was received
 }
 
 // walSession is the state of one START_REPLICATION.
@@ -513,8 +521,10 @@ func (w *WALRelay) decode(ctx context.Context, s *walSession, xld pglogrepl.XLog
 	case *pglogrepl.RelationMessage:
 		s.relations[m.RelationID] = m
 	case *pglogrepl.BeginMessage:
+		read := time.Now()
+		w.streamDelay.Observe(read.Sub(m.CommitTime).Seconds())
 		s.mu.Lock()
-		s.cur = &walTxn{}
+		s.cur = &walTxn{committed: m.CommitTime, read: read}
 		s.mu.Unlock()
 	case *pglogrepl.CommitMessage:
 		s.mu.Lock()
@@ -624,7 +634,7 @@ func (w *WALRelay) produceWAL(ctx context.Context, s *walSession, rw row) error 
 		w.m.published.WithLabelValues(rw.topic).Inc()
 		w.m.latency.Observe(acked.Sub(rw.createdAt).Seconds())
 		if w.cfg.OnAck != nil {
-			w.cfg.OnAck(rw.eventID, rw.createdAt, acked)
+			w.cfg.OnAck(Ack{EventID: rw.eventID, Inserted: rw.createdAt, Committed: t.committed, Read: t.read, Acked: acked})
 		}
 	})
 	return nil

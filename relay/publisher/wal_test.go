@@ -279,3 +279,62 @@ func TestWALRelayIsNotStreamingWhileItsNewSlotWaitsForAConsistentPoint(t *testin
 		t.Fatal(errs)
 	}
 }
+
+// Every acknowledged record tells where its commit-to-ack went: the stream
+// gives its transaction's commit time, the relay the moment it read the
+// transaction, and concord_relay_wal_commit_to_read_seconds has one sample
+// per transaction read.
+func TestWALRelayAcksCarryTheCommitTimeAndTheReadTime(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := walPool(t)
+	wr, _ := relaytest.WALTopic(t, k, 2, nil)
+	reg := prometheus.NewRegistry()
+	var mu sync.Mutex
+	var acks []publisher.Ack
+	startWAL(t, pool, publisher.WALConfig{Config: publisher.Config{Kafka: k.Config(), Registerer: reg,
+		OnAck: func(a publisher.Ack) { mu.Lock(); acks = append(acks, a); mu.Unlock() }}})
+	const txns = 20
+	key := relaytest.Keys(1)[0]
+	for i := range txns {
+		relaytest.AppendWith(t, pool, wr, key, i+1, 0)
+	}
+	relaytest.WaitFor(t, 30*time.Second, "every record acknowledged", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acks) < txns {
+			return fmt.Errorf("%d of %d", len(acks), txns)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range acks {
+		if a.Committed.IsZero() || a.Read.IsZero() {
+			t.Fatalf("event %s: commit time %v, read at %v: want both", a.EventID, a.Committed, a.Read)
+		}
+		// The server's clock and the relay's are one clock here.
+		if a.Committed.Before(a.Inserted) || a.Read.Before(a.Committed) || a.Acked.Before(a.Read) {
+			t.Fatalf("event %s: inserted %v, committed %v, read %v, acked %v: want them in that order",
+				a.EventID, a.Inserted, a.Committed, a.Read, a.Acked)
+		}
+	}
+	if n := histogramCount(t, reg, "concord_relay_wal_commit_to_read_seconds"); n < txns {
+		t.Fatalf("concord_relay_wal_commit_to_read_seconds has %d samples, want one per transaction (%d)", n, txns)
+	}
+}
+
+// histogramCount is the sample count of histogram name in reg.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("%s not registered", name)
+	return 0
+}

@@ -230,7 +230,7 @@ func measurePoll(ctx context.Context, cl *kgo.Client, cfg publisher.Config, pool
 	if err != nil {
 		return 0, err
 	}
-	fmt.Printf("  relay            commit-to-ack at %d events/s offered (%s (target p99 <= 100ms)\n", rate, lr)
+	fmt.Printf("  relay            commit-to-ack at %d events/s offered (%s (target p99 <= 100ms)\n%s", rate, lr, lr.legsLine())
 	return relayRate, nil
 }
 
@@ -256,7 +256,7 @@ func measureWAL(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, w
 	if err != nil {
 		return err
 	}
-	fmt.Printf("  relay --mode wal commit-to-ack at %d events/s offered (%s (target p99 <= 10ms)\n", rate, lr)
+	fmt.Printf("  relay --mode wal commit-to-ack at %d events/s offered (%s (target p99 <= 10ms)\n%s", rate, lr, lr.legsLine())
 	return nil
 }
 
@@ -308,10 +308,10 @@ func (ps peerSet) modes() []string {
 }
 
 // runner is a relay of either mode, started and ready.
-type runner func(ctx context.Context, onAck func(string, time.Time, time.Time)) (run func(context.Context) error, ready func() bool, err error)
+type runner func(ctx context.Context, onAck func(publisher.Ack)) (run func(context.Context) error, ready func() bool, err error)
 
 func pollRunner(cfg publisher.Config) runner {
-	return func(ctx context.Context, onAck func(string, time.Time, time.Time)) (func(context.Context) error, func() bool, error) {
+	return func(ctx context.Context, onAck func(publisher.Ack)) (func(context.Context) error, func() bool, error) {
 		cfg.OnAck = onAck
 		r, err := publisher.New(cfg)
 		if err != nil {
@@ -326,7 +326,7 @@ func pollRunner(cfg publisher.Config) runner {
 }
 
 func walRunner(cfg publisher.WALConfig) runner {
-	return func(ctx context.Context, onAck func(string, time.Time, time.Time)) (func(context.Context) error, func() bool, error) {
+	return func(ctx context.Context, onAck func(publisher.Ack)) (func(context.Context) error, func() bool, error) {
 		cfg.OnAck = onAck
 		w, err := publisher.NewWAL(cfg)
 		if err != nil {
@@ -367,7 +367,7 @@ func walDrain(ctx context.Context, cfg publisher.WALConfig, pool *pgxpool.Pool, 
 		return 0, err
 	}
 	defer stopProfile()
-	err = runUntil(ctx, walRunner(cfg), func(string, time.Time, time.Time) { acked.Add(1) }, func() (bool, error) {
+	err = runUntil(ctx, walRunner(cfg), func(publisher.Ack) { acked.Add(1) }, func() (bool, error) {
 		if start.IsZero() {
 			start = time.Now()
 		}
@@ -401,7 +401,7 @@ func appendBacklog(ctx context.Context, pool *pgxpool.Pool, rows []outbox.Record
 
 // runUntil runs a relay, waits until it is ready, then polls done every
 // 20ms (5 minutes at most) and stops the relay.
-func runUntil(ctx context.Context, rn runner, onAck func(string, time.Time, time.Time), done func() (bool, error)) error {
+func runUntil(ctx context.Context, rn runner, onAck func(publisher.Ack), done func() (bool, error)) error {
 	run, ready, err := rn(ctx, onAck)
 	if err != nil {
 		return err
@@ -589,7 +589,7 @@ func rawLoop(ctx context.Context, pool *pgxpool.Pool, batch, total int) (float64
 // database is asked only once every row has its ack, for the marks.
 func drain(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, total int) (float64, error) {
 	var acked atomic.Int64
-	cfg.OnAck = func(string, time.Time, time.Time) { acked.Add(1) }
+	cfg.OnAck = func(publisher.Ack) { acked.Add(1) }
 	r, err := publisher.New(cfg)
 	if err != nil {
 		return 0, err
@@ -626,16 +626,16 @@ func drain(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, total 
 
 func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.Writer, rate int, d time.Duration, size int) (latencyRun, error) {
 	var mu sync.Mutex
-	acks := map[string]time.Duration{} // first ack of each event, by event id
+	acks := map[string]publisher.Ack{} // the first ack of each event
 	dups := 0
-	run, ready, err := rn(ctx, func(id string, inserted, acked time.Time) {
+	run, ready, err := rn(ctx, func(a publisher.Ack) {
 		mu.Lock()
 		defer mu.Unlock()
-		if _, dup := acks[id]; dup {
+		if _, dup := acks[a.EventID]; dup {
 			dups++
 			return
 		}
-		acks[id] = acked.Sub(inserted)
+		acks[a.EventID] = a
 	})
 	if err != nil {
 		return latencyRun{}, err
@@ -677,27 +677,63 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 	}
 	// Only the offered events count: an event acknowledged again (at least
 	// once allows it) is counted apart, never as a second latency.
-	lat := make([]time.Duration, 0, len(o.ids))
+	got := make([]publisher.Ack, 0, len(o.ids))
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		mu.Lock()
-		lat = lat[:0]
+		got = got[:0]
 		for _, id := range o.ids {
-			if l, ok := acks[id]; ok {
-				lat = append(lat, l)
+			if a, ok := acks[id]; ok {
+				got = append(got, a)
 			}
 		}
 		mu.Unlock()
-		if len(lat) == len(o.ids) {
+		if len(got) == len(o.ids) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return latencyRun{}, fmt.Errorf("only %d of %d events acknowledged", len(lat), len(o.ids))
+			return latencyRun{}, fmt.Errorf("only %d of %d events acknowledged", len(got), len(o.ids))
 		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	slices.Sort(lat)
-	return latencyRun{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], offered: o, duplicates: dups}, nil
+	lr := latencyRun{offered: o, duplicates: dups}
+	lr.p50, lr.p99 = percentiles(got, func(a publisher.Ack) time.Duration { return a.Acked.Sub(a.Inserted) })
+	lr.legs = ackLegs(got)
+	return lr, nil
+}
+
+// leg is one part of commit-to-ack, its p50 and p99 over the run's events.
+type leg struct {
+	name     string
+	p50, p99 time.Duration
+}
+
+// ackLegs splits commit-to-ack where the relay knows the times: the
+// appending transaction up to its commit (WAL mode only: the stream gives
+// the commit time), until the relay read the row, until Kafka's ack.
+func ackLegs(acks []publisher.Ack) []leg {
+	var legs []leg
+	add := func(name string, d func(publisher.Ack) time.Duration) {
+		p50, p99 := percentiles(acks, d)
+		legs = append(legs, leg{name, p50, p99})
+	}
+	if !acks[0].Committed.IsZero() {
+		add("begin → commit", func(a publisher.Ack) time.Duration { return a.Committed.Sub(a.Inserted) })
+		add("commit → read", func(a publisher.Ack) time.Duration { return a.Read.Sub(a.Committed) })
+	} else {
+		add("begin → read", func(a publisher.Ack) time.Duration { return a.Read.Sub(a.Inserted) })
+	}
+	add("read → ack", func(a publisher.Ack) time.Duration { return a.Acked.Sub(a.Read) })
+	return legs
+}
+
+func percentiles(acks []publisher.Ack, d func(publisher.Ack) time.Duration) (p50, p99 time.Duration) {
+	ds := make([]time.Duration, len(acks))
+	for i, a := range acks {
+		ds[i] = d(a)
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[len(ds)*99/100]
 }
 
 // latencyRun is a commit-to-ack run's percentiles, what it offered and how
@@ -706,11 +742,24 @@ type latencyRun struct {
 	p50, p99   time.Duration
 	offered    offered
 	duplicates int
+	legs       []leg // where the time went, when the relay told
 }
 
 func (l latencyRun) String() string {
 	return fmt.Sprintf("%d events, %s; %d acknowledged twice): p50 %s  p99 %s", len(l.offered.ids), l.offered,
 		l.duplicates, l.p50.Round(100*time.Microsecond), l.p99.Round(100*time.Microsecond))
+}
+
+// legsLine is a line of each leg's percentiles ("" when the relay told none).
+func (l latencyRun) legsLine() string {
+	if len(l.legs) == 0 {
+		return ""
+	}
+	parts := make([]string, len(l.legs))
+	for i, g := range l.legs {
+		parts[i] = fmt.Sprintf("%s %s / %s", g.name, g.p50.Round(100*time.Microsecond), g.p99.Round(100*time.Microsecond))
+	}
+	return "                   each leg's p50 / p99: " + strings.Join(parts, ", ") + "\n"
 }
 
 // offered is what offer appended: each event's id, and the rate reached.
