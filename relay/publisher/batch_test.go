@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -117,5 +118,67 @@ func TestSelectBatchLeavesOutRowsBehindAFailingRowOfTheirKey(t *testing.T) {
 	}
 	if want := map[string][]int64{other: {o1}}; !reflect.DeepEqual(pending, want) {
 		t.Fatalf("pending ids per key %v, want %v", pending, want)
+	}
+}
+
+// A backlog as the relay finds it after an outage: a table too fresh for
+// statistics. Read through lockBatch, a batch must still be a walk of the
+// first pending rows and one probe per batch key, whatever the planner
+// estimates; the indexes' counters of the batch's transaction say what it
+// read. Planned on estimates, the read sorted every pending row, or read
+// every pending row once per batch key: seconds a batch.
+func TestTheBatchReadOfAFreshBacklogReadsOnlyTheBatchAndItsKeys(t *testing.T) {
+	// Each size met a different plan: 20,000 rows the guard read once per
+	// batch key, 100,000 the sort of every pending row.
+	for _, backlog := range []int{20_000, 100_000} {
+		t.Run(fmt.Sprint(backlog), func(t *testing.T) { freshBacklogBatch(t, backlog) })
+	}
+}
+
+func freshBacklogBatch(t *testing.T, backlog int) {
+	ctx := context.Background()
+	pool := testkit.Pool(t, testkit.NewDatabase(t, testkit.PostgresURL(t)))
+	if err := outbox.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	const keys, limit = 10_000, 1000
+	if _, err := pool.Exec(ctx, `alter table outbox set (autovacuum_enabled = off)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `insert into outbox (event_id, aggregate_type, aggregate_id, partition_key, key_hash,
+		topic, event_type, event_version, payload)
+		select gen_random_uuid(), 'order', 'o' || i, 'k' || (i % $1), abs(hashtext('k' || (i % $1))), 'orders',
+		       'order.created', 2, json_build_object('pad', repeat('x', 900))
+		  from generate_series(1, $2) i`, keys, backlog); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.Background(), "rollback")
+		conn.Release()
+	}()
+	all := make([]int32, DefaultShards)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	rows, _, err := lockBatch(ctx, conn, DefaultShards, all, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != limit {
+		t.Fatalf("locked %d rows, want %d", len(rows), limit)
+	}
+	var byID, byKey, heap int64
+	if err := conn.QueryRow(ctx, `select pg_stat_get_xact_tuples_returned('outbox_pending'::regclass),
+		pg_stat_get_xact_tuples_returned('outbox_pending_key'::regclass),
+		pg_stat_get_xact_tuples_fetched('outbox'::regclass)`).Scan(&byID, &byKey, &heap); err != nil {
+		t.Fatal(err)
+	}
+	if byID > 2*limit || byKey > 2*limit || heap > 2*limit {
+		t.Fatalf("one batch of %d over a fresh backlog of %d read %d entries of outbox_pending, %d of outbox_pending_key and %d heap rows; want at most %d each",
+			limit, backlog, byID, byKey, heap, 2*limit)
 	}
 }
