@@ -80,10 +80,11 @@ select * from (
 order by candidate desc, id`
 
 // batchPlan keeps selectBatch's first part an ordered walk of
-// outbox_pending whatever the statistics say (see selectBatch). It lasts
-// until the batch's transaction ends; the marks that follow in it look rows
-// up by id and need no bitmap either.
-const batchPlan = "set local enable_bitmapscan = off"
+// outbox_pending whatever the statistics say (see selectBatch), and bounds
+// the read ($1, Config.ReadTimeout). Both last until the batch's
+// transaction ends; the marks that follow in it look rows up by id, need
+// no bitmap and take milliseconds.
+const batchPlan = "select set_config('enable_bitmapscan', 'off', true), set_config('statement_timeout', $1, true)"
 
 const markPublished = `update outbox set published_at = now() where id = any($1::bigint[])`
 
@@ -239,11 +240,15 @@ func (r *Relay) start(ctx context.Context, shards []int32) (*flight, batchResult
 		return nil, res, fmt.Errorf("acquire a connection: %w", err)
 	}
 	f.conn = conn
-	rows, pending, err := lockBatch(f.ctx, conn, r.cfg.Shards, shards, r.cfg.BatchSize)
+	rows, pending, err := lockBatch(f.ctx, conn, r.cfg.Shards, shards, r.cfg.BatchSize, r.cfg.ReadTimeout)
 	if err != nil || len(rows) == 0 {
 		f.abort()
-		if err == nil {
+		switch {
+		case err == nil:
 			r.m.reads.WithLabelValues("empty").Inc()
+		case timedOut(err):
+			r.m.reads.WithLabelValues("timeout").Inc()
+			r.stats.refresh(ctx, r.cfg.Pool, r.log)
 		}
 		return nil, res, err
 	}
@@ -365,10 +370,10 @@ func (r *Relay) settle(f *flight) (res batchResult, err error) {
 // batch, its pending ids up to its last row in the batch (the batch's own
 // rows and the guard rows), ascending, as Sendable wants them. On an error
 // the transaction may be open or failed; the caller rolls it back.
-func lockBatch(ctx context.Context, conn *pgxpool.Conn, shardCount int, shards []int32, limit int) ([]row, map[string][]int64, error) {
+func lockBatch(ctx context.Context, conn *pgxpool.Conn, shardCount int, shards []int32, limit int, timeout time.Duration) ([]row, map[string][]int64, error) {
 	b := &pgx.Batch{}
 	b.Queue("begin")
-	b.Queue(batchPlan)
+	b.Queue(batchPlan, fmt.Sprintf("%dms", max(timeout.Milliseconds(), 1)))
 	b.Queue(selectBatch, shardCount, shards, limit)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()

@@ -30,7 +30,7 @@ func lockOneShard(t *testing.T, pool *pgxpool.Pool, limit int) ([]row, map[strin
 		_, _ = conn.Exec(context.Background(), "rollback")
 		conn.Release()
 	})
-	rows, pending, err := lockBatch(ctx, conn, 1, []int32{0}, limit)
+	rows, pending, err := lockBatch(ctx, conn, 1, []int32{0}, limit, DefaultReadTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func freshBacklogBatch(t *testing.T, backlog int) {
 	for i := range all {
 		all[i] = int32(i)
 	}
-	rows, _, err := lockBatch(ctx, conn, DefaultShards, all, limit)
+	rows, _, err := lockBatch(ctx, conn, DefaultShards, all, limit, DefaultReadTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "One batch: select and lock, produce, wait for every ack, mark, commit.",
 			Buckets: prometheus.ExponentialBuckets(.001, 2.5, 12)}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_relay_outbox_reads_total",
-			Help: "Batch reads of the outbox by result: rows (some due) or empty (woken or polled for nothing)."}, []string{"result"}),
+			Help: "Batch reads of the outbox by result: rows (some due), empty (woken or polled for nothing) or timeout (cancelled after the read timeout; the statistics are refreshed)."}, []string{"result"}),
 		ownedShards: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_relay_owned_shards",
 			Help: "Shards this instance owns."}),
 		members: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_relay_members",

@@ -61,6 +61,7 @@ const (
 	DefaultCleanupInterval   = time.Minute
 	DefaultCleanupBatch      = 1000
 	DefaultMetricsInterval   = 5 * time.Second
+	DefaultReadTimeout       = 5 * time.Second
 )
 
 // Config configures a Relay. Pool is required, and one of Kafka or Client.
@@ -91,6 +92,11 @@ type Config struct {
 	Workers int
 	// BatchSize is the most rows one batch locks and produces. Default 1000.
 	BatchSize int
+	// ReadTimeout bounds a batch's read. A read that runs longer was
+	// planned on statistics from before a backlog (a few rows where there
+	// are now many): it is cancelled, the relay refreshes the outbox's
+	// statistics (ANALYZE outbox) and reads again. Default 5s.
+	ReadTimeout time.Duration
 	// PollInterval is the fallback wake-up when no NOTIFY arrives. Default 1s.
 	PollInterval time.Duration
 	// RebalanceInterval is how often shard ownership is checked and
@@ -177,6 +183,7 @@ func (c *Config) setDefaults() error {
 	defD(&c.BackoffMin, DefaultBackoffMin)
 	defD(&c.BackoffMax, DefaultBackoffMax)
 	defD(&c.DeliveryTimeout, DefaultDeliveryTimeout)
+	defD(&c.ReadTimeout, DefaultReadTimeout)
 	defD(&c.CleanupInterval, DefaultCleanupInterval)
 	defD(&c.MetricsInterval, DefaultMetricsInterval)
 	if c.Retention == 0 {
@@ -224,6 +231,7 @@ type Relay struct {
 	client  *kgo.Client
 	adm     *kadm.Client
 	wakeups []chan struct{}
+	stats   statsRefresh
 	// pipelined says whether a worker overlaps its batches (two open
 	// transactions at a time); see PipelineConns.
 	pipelined bool

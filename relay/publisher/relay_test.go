@@ -447,3 +447,55 @@ func TestRelayAcksCarryTheReadTime(t *testing.T) {
 		}
 	}
 }
+
+// A backlog that arrives after the outbox's statistics were taken of a
+// drained table (every row published) is planned as a few rows: a batch
+// read of it ran for minutes, as many as autovacuum left the statistics
+// stale (here for ever: it is off). The read times out, the relay
+// refreshes the statistics and drains the backlog.
+func TestRelayDrainsABacklogItsStatisticsDoNotKnowOf(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := newPool(t)
+	topic := k.CreateTopic(t, "stalestats", 2)
+	ctx := context.Background()
+	keys := relaytest.Keys(1000)
+	relaytest.Fill(t, pool, topic, keys, 20, 0)
+	for _, q := range []string{
+		"alter table outbox set (autovacuum_enabled = off)",
+		"update outbox set published_at = now()",
+		"analyze outbox",
+		"truncate outbox",
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const perKey = 50
+	relaytest.Fill(t, pool, topic, keys, perKey, 900)
+	rctx, cancel := context.WithCancel(ctx)
+	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: k.Config(), ReadTimeout: time.Second,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	// Planned as a few rows, each read of the first batches would take
+	// about 20 s here, and the drain many minutes.
+	relaytest.WaitFor(t, 90*time.Second, "the backlog published", func() error {
+		var left int
+		if err := pool.QueryRow(ctx, "select count(*) from outbox where published_at is null").Scan(&left); err != nil {
+			return err
+		}
+		if left > 0 {
+			return fmt.Errorf("%d of %d rows left", left, perKey*len(keys))
+		}
+		return nil
+	})
+}
