@@ -417,17 +417,10 @@ func TestRelayAcksCarryTheReadTime(t *testing.T) {
 	topic := k.CreateTopic(t, "acktimes", 2)
 	keys := relaytest.Keys(5)
 	relaytest.Fill(t, pool, topic, keys, 2, 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var mu sync.Mutex
 	var acks []publisher.Ack
-	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: k.Config(),
+	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(),
 		OnAck: func(a publisher.Ack) { mu.Lock(); acks = append(acks, a); mu.Unlock() }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
 	relaytest.WaitFor(t, 30*time.Second, "every record acknowledged", func() error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -436,10 +429,8 @@ func TestRelayAcksCarryTheReadTime(t *testing.T) {
 		}
 		return nil
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	mu.Lock()
+	defer mu.Unlock()
 	for _, a := range acks {
 		if !a.Committed.IsZero() || a.Read.Before(a.Inserted) || a.Acked.Before(a.Read) {
 			t.Fatalf("event %s: inserted %v, committed %v, read %v, acked %v: want no commit time and inserted, read, acked in order",
@@ -472,20 +463,7 @@ func TestRelayDrainsABacklogItsStatisticsDoNotKnowOf(t *testing.T) {
 	}
 	const perKey = 50
 	relaytest.Fill(t, pool, topic, keys, perKey, 900)
-	rctx, cancel := context.WithCancel(ctx)
-	r, err := publisher.New(publisher.Config{Pool: pool, Kafka: k.Config(), ReadTimeout: time.Second,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), ReadTimeout: time.Second})
 	// Planned as a few rows, each read of the first batches would take
 	// about 20 s here, and the drain many minutes.
 	relaytest.WaitFor(t, 90*time.Second, "the backlog published", func() error {

@@ -1,32 +1,47 @@
 package publisher_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/internal/relaytest"
 	"github.com/concordhq/concord/relay/publisher"
 )
 
-// outboxReads is concord_relay_outbox_reads_total{result} in reg.
-func outboxReads(t *testing.T, reg *prometheus.Registry, result string) float64 {
+// metric is the value of family name in reg (a counter's or gauge's value,
+// a histogram's sample count), of the series whose labels include the
+// given name/value pairs; 0 when there is none yet.
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "concord_relay_outbox_reads_total" {
+		if mf.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}) {
+					continue series
 				}
+			}
+			switch {
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			default:
+				return m.GetCounter().GetValue()
 			}
 		}
 	}
@@ -50,12 +65,12 @@ func TestRelayReadsAgainAtOnceOnlyAfterAFullBatch(t *testing.T) {
 	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Workers: 1, BatchSize: 10, PollInterval: time.Hour, Registerer: reg})
 	relaytest.WaitAllPublished(t, pool, 30*time.Second)
 
-	empty := outboxReads(t, reg, "empty")
+	empty := metric(t, reg, "concord_relay_outbox_reads_total", "result", "empty")
 	for seq := 6; seq <= 8; seq++ {
 		relaytest.Append(t, pool, topic, keys[0], seq, 0) // one row, one NOTIFY
 		relaytest.WaitAllPublished(t, pool, 30*time.Second)
 	}
-	if got := outboxReads(t, reg, "empty") - empty; got != 0 {
+	if got := metric(t, reg, "concord_relay_outbox_reads_total", "result", "empty") - empty; got != 0 {
 		t.Fatalf("%v empty reads of the outbox while three rows were published one by one; want none", got)
 	}
 	check := relaytest.NewChecker(t, k, topic)

@@ -203,22 +203,6 @@ func TestWALRelayParksARefusedRowPendingBeforeItsSlotExistedAndDeletesOnlyAcknow
 	p.ParkedThenSkipped(t, pool, relaytest.NewChecker(t, k, topic))
 }
 
-// receivedRows is concord_relay_wal_received_rows_total in reg.
-func receivedRows(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "concord_relay_wal_received_rows_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatal("concord_relay_wal_received_rows_total not registered")
-	return 0
-}
-
 // The walsender holds a new slot (pg_replication_slots.active) while
 // CREATE_REPLICATION_SLOT waits for the transactions running on the server
 // to end; rows committed meanwhile precede the slot's consistent point and
@@ -263,14 +247,14 @@ func TestWALRelayIsNotStreamingWhileItsNewSlotWaitsForAConsistentPoint(t *testin
 	waitStreaming(t, w)
 	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys, 1, 60*time.Second)
-	if n := receivedRows(t, reg); n != 0 {
+	if n := metric(t, reg, "concord_relay_wal_received_rows_total"); n != 0 {
 		t.Fatalf("%v rows committed before the slot's consistent point decoded from its stream; want 0 (they are published from the table)", n)
 	}
 
 	relaytest.AppendEach(t, pool, wr, keys, 2)
 	check.WaitAll(keys, 2, 30*time.Second)
 	relaytest.WaitFor(t, 10*time.Second, "the rows appended while streaming decoded from the stream", func() error {
-		if n := receivedRows(t, reg); n != 5 {
+		if n := metric(t, reg, "concord_relay_wal_received_rows_total"); n != 5 {
 			return fmt.Errorf("%v of 5 rows decoded", n)
 		}
 		return nil
@@ -318,23 +302,7 @@ func TestWALRelayAcksCarryTheCommitTimeAndTheReadTime(t *testing.T) {
 				a.EventID, a.Inserted, a.Committed, a.Read, a.Acked)
 		}
 	}
-	if n := histogramCount(t, reg, "concord_relay_wal_commit_to_read_seconds"); n < txns {
-		t.Fatalf("concord_relay_wal_commit_to_read_seconds has %d samples, want one per transaction (%d)", n, txns)
+	if n := metric(t, reg, "concord_relay_wal_commit_to_read_seconds"); n < txns {
+		t.Fatalf("concord_relay_wal_commit_to_read_seconds has %v samples, want one per transaction (%d)", n, txns)
 	}
-}
-
-// histogramCount is the sample count of histogram name in reg.
-func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatalf("%s not registered", name)
-	return 0
 }
