@@ -708,22 +708,28 @@ type leg struct {
 	p50, p99 time.Duration
 }
 
-// ackLegs splits commit-to-ack where the relay knows the times: the
-// appending transaction up to its commit (WAL mode only: the stream gives
-// the commit time), until the relay read the row, until Kafka's ack.
+// ackLegs splits commit-to-ack, measured from the row's insert
+// (created_at), where the relay knows the times: from the insert to its
+// transaction's commit (WAL mode only: the stream gives the commit time),
+// until the relay read the row, until Kafka's ack; and in WAL mode the
+// commit-to-ack from the commit itself.
 func ackLegs(acks []publisher.Ack) []leg {
 	var legs []leg
 	add := func(name string, d func(publisher.Ack) time.Duration) {
 		p50, p99 := percentiles(acks, d)
 		legs = append(legs, leg{name, p50, p99})
 	}
-	if !acks[0].Committed.IsZero() {
-		add("begin → commit", func(a publisher.Ack) time.Duration { return a.Committed.Sub(a.Inserted) })
+	wal := !acks[0].Committed.IsZero()
+	if wal {
+		add("insert → commit", func(a publisher.Ack) time.Duration { return a.Committed.Sub(a.Inserted) })
 		add("commit → read", func(a publisher.Ack) time.Duration { return a.Read.Sub(a.Committed) })
 	} else {
-		add("begin → read", func(a publisher.Ack) time.Duration { return a.Read.Sub(a.Inserted) })
+		add("insert → read", func(a publisher.Ack) time.Duration { return a.Read.Sub(a.Inserted) })
 	}
 	add("read → ack", func(a publisher.Ack) time.Duration { return a.Acked.Sub(a.Read) })
+	if wal {
+		add("commit → ack", func(a publisher.Ack) time.Duration { return a.Acked.Sub(a.Committed) })
+	}
 	return legs
 }
 
