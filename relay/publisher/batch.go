@@ -79,12 +79,19 @@ select * from (
 ) r
 order by candidate desc, id`
 
-// batchPlan keeps selectBatch's first part an ordered walk of
+// readPlan keeps selectBatch's first part an ordered walk of
 // outbox_pending whatever the statistics say (see selectBatch), and bounds
-// the read ($1, Config.ReadTimeout). Both last until the batch's
-// transaction ends; the marks that follow in it look rows up by id, need
-// no bitmap and take milliseconds.
-const batchPlan = "select set_config('enable_bitmapscan', 'off', true), set_config('statement_timeout', $1, true)"
+// the read ($1, Config.ReadTimeout). It saves the statement timeout it
+// replaces, which readDone puts back: the marks that follow in the batch's
+// transaction must not be cancelled once Kafka has the rows (they would
+// be published again). Bitmap scans stay off for them; they look rows up by
+// id.
+const (
+	readPlan = `select set_config('concord.statement_timeout', current_setting('statement_timeout'), true),
+	                   set_config('enable_bitmapscan', 'off', true)`
+	readTimeout = `select set_config('statement_timeout', $1, true)`
+	readDone    = `select set_config('statement_timeout', current_setting('concord.statement_timeout'), true)`
+)
 
 const markPublished = `update outbox set published_at = now() where id = any($1::bigint[])`
 
@@ -373,15 +380,19 @@ func (r *Relay) settle(f *flight) (res batchResult, err error) {
 func lockBatch(ctx context.Context, conn *pgxpool.Conn, shardCount int, shards []int32, limit int, timeout time.Duration) ([]row, map[string][]int64, error) {
 	b := &pgx.Batch{}
 	b.Queue("begin")
-	b.Queue(batchPlan, fmt.Sprintf("%dms", max(timeout.Milliseconds(), 1)))
+	b.Queue(readPlan)
+	b.Queue(readTimeout, fmt.Sprintf("%dms", max(timeout.Milliseconds(), 1)))
 	b.Queue(selectBatch, shardCount, shards, limit)
+	b.Queue(readDone)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return nil, nil, fmt.Errorf("begin: %w", err)
 	}
-	if _, err := br.Exec(); err != nil {
-		return nil, nil, fmt.Errorf("set the batch read's plan: %w", err)
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("set the batch read's plan: %w", err)
+		}
 	}
 	q, err := br.Query()
 	if err != nil {
@@ -412,6 +423,10 @@ func lockBatch(ctx context.Context, conn *pgxpool.Conn, shardCount int, shards [
 	}
 	if err := q.Err(); err != nil {
 		return nil, nil, fmt.Errorf("select outbox batch: %w", err)
+	}
+	q.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, fmt.Errorf("end the batch read's timeout: %w", err)
 	}
 	if guard {
 		// Guard rows came after the batch: put each key's ids back in order.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -180,5 +181,37 @@ func freshBacklogBatch(t *testing.T, backlog int) {
 	if byID > 2*limit || byKey > 2*limit || heap > 2*limit {
 		t.Fatalf("one batch of %d over a fresh backlog of %d read %d entries of outbox_pending, %d of outbox_pending_key and %d heap rows; want at most %d each",
 			limit, backlog, byID, byKey, heap, 2*limit)
+	}
+}
+
+// The read timeout bounds the read alone: once the rows are in Kafka their
+// marks must not be cancelled (the rows would be published again), so the
+// batch's transaction goes on with the statement timeout it had.
+func TestTheReadTimeoutEndsWithTheRead(t *testing.T) {
+	ctx := context.Background()
+	pool := testkit.NewPool(t, outbox.Migrate)
+	relaytest.Append(t, pool, "readtimeout", relaytest.Keys(1)[0], 1, 0)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.Background(), "rollback")
+		_, _ = conn.Exec(context.Background(), "reset statement_timeout")
+		conn.Release()
+	}()
+	if _, err := conn.Exec(ctx, "set statement_timeout = '42s'"); err != nil {
+		t.Fatal(err)
+	}
+	rows, _, err := lockBatch(ctx, conn, 1, []int32{0}, 10, 3*time.Second)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("locked %d rows (%v), want 1", len(rows), err)
+	}
+	var timeout string
+	if err := conn.QueryRow(ctx, "select current_setting('statement_timeout')").Scan(&timeout); err != nil {
+		t.Fatal(err)
+	}
+	if timeout != "42s" {
+		t.Fatalf("statement_timeout after the read is %s, want the transaction's own 42s", timeout)
 	}
 }
