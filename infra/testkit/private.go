@@ -157,18 +157,10 @@ func (p *PrivatePostgres) Stop(t testing.TB) {
 }
 
 // Kill kills the server with SIGKILL, as a crash would, and returns once
-// its backends are gone too. They lead process groups of their own
-// (PostgreSQL's children call setsid), so the kill reaches the postmaster
-// alone; they exit when they notice it died, and a server started before
-// the last of them has refuses to run ("pre-existing shared memory block
-// is still in use").
+// its backends are gone too (see proc.Process.Kill).
 func (p *PrivatePostgres) Kill(t testing.TB) {
 	t.Helper()
-	children := proc.Descendants(p.proc.PID())
 	p.proc.Kill()
-	if err := proc.WaitGone(children, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // packagePostgres is the private server of PackagePostgresURL, started at

@@ -190,21 +190,38 @@ func (p *Process) Signal(sig syscall.Signal) error {
 }
 
 // Kill kills the process with SIGKILL, as a crash would, and waits for
-// it and the rest of its process group to exit: a killed PostgreSQL's
-// backends hold its shared memory until they are gone, and a server
-// restarted before that refuses to start ("pre-existing shared memory
-// block is still in use").
+// it, the rest of its process group and every process it had started to
+// exit. A child that leads a process group of its own escapes the signal
+// (PostgreSQL's backends call setsid) and exits when it notices its parent
+// died: a killed PostgreSQL's backends hold its shared memory until they
+// are gone, and a server restarted before that refuses to start
+// ("pre-existing shared memory block is still in use").
 func (p *Process) Kill() {
-	_ = p.Signal(syscall.SIGKILL)
-	<-p.Exited()
 	p.mu.Lock()
 	pid := p.pid
 	p.mu.Unlock()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if err := syscall.Kill(-pid, 0); errors.Is(err, syscall.ESRCH) {
-			return
+	children := descendants(pid)
+	_ = p.Signal(syscall.SIGKILL)
+	<-p.Exited()
+	_ = waitGone(append(children, -pid), 30*time.Second)
+}
+
+// waitGone polls until none of pids (a negative one: a process group) is
+// alive, for at most timeout.
+func waitGone(pids []int, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(5 * time.Millisecond) { // the kernel tells no one when a process ends
+		var alive []int
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				alive = append(alive, pid)
+			}
 		}
-		time.Sleep(5 * time.Millisecond) // poll interval: the kernel tells no one when a group empties
+		if len(alive) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v still alive after %s", alive, timeout)
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -126,29 +125,8 @@ func statusKiB(status []byte, name string) (int64, bool) {
 	return 0, false
 }
 
-// Descendants lists pid's children, their children, and so on, from each
+// descendants lists pid's children, their children, and so on, from each
 // process's parent in /proc/<pid>/stat.
-func Descendants(pid int) []int { return descendants(pid) }
-
-// WaitGone polls until none of pids is alive (a process reaped or never
-// there), for at most timeout.
-func WaitGone(pids []int, timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(5 * time.Millisecond) { // the kernel tells no one when a process ends
-		var alive []int
-		for _, pid := range pids {
-			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-				alive = append(alive, pid)
-			}
-		}
-		if len(alive) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v still alive after %s", alive, timeout)
-		}
-	}
-}
-
 func descendants(root int) []int {
 	children := map[int][]int{}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
