@@ -137,8 +137,8 @@ type Config struct {
 // where a row's commit-to-ack went.
 type Ack struct {
 	EventID string
-	// Inserted is the row's created_at: the start of the transaction that
-	// appended it.
+	// Inserted is the row's created_at: when the transaction that appended
+	// it inserted it (clock_timestamp()).
 	Inserted time.Time
 	// Committed is that transaction's commit time, as the replication
 	// stream gives it (the database server's clock). Zero in poll mode,

@@ -183,7 +183,7 @@ func (d debeziumPeer) run(ctx context.Context, rows []outbox.Record, rate int, r
 	}
 	first, last := col.span()
 	res.drainRate = float64(len(backlog)-1) / last.Sub(first).Seconds()
-	res.mismatches = col.mismatches
+	res.mismatches = col.differences()
 
 	// Commit-to-ack at the offered rate, from each row's created_at (as
 	// Concord's relay measures it) to the broker's append time.
@@ -378,6 +378,13 @@ func (a *appendLog) reset() {
 	a.dups = 0
 }
 
+// differences is how the records differed from Concord's, one line a kind.
+func (a *appendLog) differences() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.mismatches)
+}
+
 func (a *appendLog) duplicates() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -405,7 +412,7 @@ func (a *appendLog) add(r *kgo.Record) {
 	defer a.mu.Unlock()
 	if _, dup := a.at[id]; dup {
 		a.dups++
-	} else {
+	} else if id != "" { // counted as an event, it could end a wait early
 		a.at[id] = r.Timestamp
 	}
 	if want, ok := a.want[id]; ok {

@@ -150,14 +150,8 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if modes := peers.modes(); len(modes) > 0 {
-		rows, err := backlog()
-		if err != nil {
-			return err
-		}
-		if err := processMemory(ctx, kcfg, dbURL, pool, rows, *batch, *workers, modes); err != nil {
-			return err
-		}
+	if err := processMemory(ctx, kcfg, dbURL, pool, backlog, *batch, *workers, peers.modes()); err != nil {
+		return err
 	}
 	if peers.debezium {
 		rows, err := backlog()
@@ -697,13 +691,19 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 	}
 	// Only the offered events count: an event acknowledged again (at least
 	// once allows it) is counted apart, never as a second latency.
+	// The wait looks only at the count: the acks' callback takes mu too,
+	// and a scan of every offered id under it would delay the acks it
+	// measures. Acks of other events (the warm-up's) make the count an
+	// upper bound, so the offered ids are checked once it is reached.
 	got := make([]publisher.Ack, 0, len(o.ids))
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		mu.Lock()
-		got = got[:0]
-		for _, id := range o.ids {
-			if a, ok := acks[id]; ok {
-				got = append(got, a)
+		if len(acks) >= len(o.ids) {
+			got = got[:0]
+			for _, id := range o.ids {
+				if a, ok := acks[id]; ok {
+					got = append(got, a)
+				}
 			}
 		}
 		mu.Unlock()

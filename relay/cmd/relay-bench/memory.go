@@ -23,9 +23,14 @@ const relayRSSBudget = 128 << 20
 // of its own, in each mode, and reports its peak resident set. The runs
 // above are in process, where the bench's own memory (every row it
 // prepared) would hide the relay's; this one measures nothing else.
-func processMemory(ctx context.Context, kcfg kit.KafkaConfig, dbURL string, pool *pgxpool.Pool, rows []outbox.Record, batch, workers int, modes []string) error {
+func processMemory(ctx context.Context, kcfg kit.KafkaConfig, dbURL string, pool *pgxpool.Pool,
+	backlog func() ([]outbox.Record, error), batch, workers int, modes []string) error {
 	if len(modes) == 0 {
 		return nil
+	}
+	rows, err := backlog()
+	if err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp("", "relay-bench-")
 	if err != nil {
