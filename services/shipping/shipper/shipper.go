@@ -135,11 +135,21 @@ func (s *Shipper) Run(ctx context.Context) error {
 			if err != nil && ctx.Err() == nil {
 				s.cfg.Log.Warn("shipper claim failed", "err", err)
 			}
+			// A freed slot claims again only if this claim filled every free
+			// one: otherwise it took all that was due, and what becomes due
+			// later (a retry's timer, a new shipment) wakes the worker.
+			full := len(rows) == free
 			for _, r := range rows {
 				slots <- struct{}{}
 				wg.Add(1)
 				go func() {
-					defer func() { <-slots; s.Nudge(); wg.Done() }()
+					defer func() {
+						<-slots
+						if full {
+							s.Nudge()
+						}
+						wg.Done()
+					}()
 					if err := s.Work(wctx, r); err != nil {
 						s.cfg.Log.Warn("shipment attempt", "key", r.Key, "saga_id", r.SagaID, "err", err)
 					}
