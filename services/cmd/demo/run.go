@@ -108,7 +108,11 @@ func demo(ctx context.Context, c config) error {
 
 	var usage []*measured
 	var load *dbLoad
+	var from time.Time
 	if c.bench {
+		if from, err = warmUp(ctx, r, c, step); err != nil {
+			return err
+		}
 		usage = startUsage(r, c)
 		if load, err = startDBLoad(ctx, c); err != nil {
 			fmt.Printf("    (this run's PostgreSQL backends not measured: %v)\n", err)
@@ -148,7 +152,7 @@ func demo(ctx context.Context, c config) error {
 	}
 
 	if c.bench {
-		err := benchReport(ctx, r, res, c, usage, load)
+		err := benchReport(ctx, r, res, c, usage, load, from)
 		if c.keepRunning {
 			fmt.Println("\nservices keep running; Ctrl-C stops them")
 			<-ctx.Done()
