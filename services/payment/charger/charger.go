@@ -29,6 +29,7 @@ import (
 
 	"github.com/concordhq/concord/infra/backoff"
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/infra/wake"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/payment"
 	"github.com/concordhq/concord/services/payment/paymentprovider"
@@ -84,9 +85,9 @@ type Config struct {
 
 // Charger is the worker; Run it once.
 type Charger struct {
-	cfg     Config
-	calls   *prometheus.CounterVec
-	nudgeCh chan struct{}
+	cfg   Config
+	calls *prometheus.CounterVec
+	wake  *wake.Signal
 }
 
 // New checks cfg and returns a Charger.
@@ -109,7 +110,7 @@ func New(cfg Config) (*Charger, error) {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Second
 	}
-	c := &Charger{cfg: cfg, nudgeCh: make(chan struct{}, 1),
+	c := &Charger{cfg: cfg, wake: wake.New(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_payment_provider_calls_total",
 			Help: "Provider calls by kind (charge, get, refund) and outcome."}, []string{"kind", "outcome"})}
 	if cfg.Registerer != nil {
@@ -121,17 +122,12 @@ func New(cfg Config) (*Charger, error) {
 }
 
 // Nudge makes the worker look for due work now instead of at its next poll.
-func (c *Charger) Nudge() {
-	select {
-	case c.nudgeCh <- struct{}{}:
-	default:
-	}
-}
+func (c *Charger) Nudge() { c.wake.Now() }
 
 // nudgeAt nudges the worker when a retry it scheduled for at is due.
 func (c *Charger) nudgeAt(at time.Time) {
 	if !at.IsZero() {
-		time.AfterFunc(time.Until(at), c.Nudge)
+		c.wake.After(time.Until(at))
 	}
 }
 
@@ -179,7 +175,7 @@ func (c *Charger) Run(ctx context.Context) error {
 				return nil
 			case <-t.C:
 				woken = true
-			case <-c.nudgeCh:
+			case <-c.wake.C():
 				woken = true
 			case <-freed:
 				woken = full && cap(slots)-len(slots) >= refill

@@ -37,6 +37,7 @@ import (
 
 	"github.com/concordhq/concord/infra/backoff"
 	"github.com/concordhq/concord/infra/kit"
+	"github.com/concordhq/concord/infra/wake"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/schemas/contract"
 	"github.com/concordhq/concord/services/payment"
@@ -92,7 +93,7 @@ type Holder struct {
 	cfg     Config
 	calls   *prometheus.CounterVec
 	replies *prometheus.CounterVec
-	nudgeCh chan struct{}
+	wake    *wake.Signal
 }
 
 // New checks cfg and returns a Holder.
@@ -118,7 +119,7 @@ func New(cfg Config) (*Holder, error) {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Second
 	}
-	h := &Holder{cfg: cfg, nudgeCh: make(chan struct{}, 1),
+	h := &Holder{cfg: cfg, wake: wake.New(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_payment_hold_provider_calls_total",
 			Help: "Provider calls for authorization holds by kind (authorize, capture, cancel, refund, get) and outcome."}, []string{"kind", "outcome"}),
 		replies: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_payment_hold_replies_total",
@@ -134,12 +135,7 @@ func New(cfg Config) (*Holder, error) {
 }
 
 // Nudge makes the worker look for due commands now.
-func (h *Holder) Nudge() {
-	select {
-	case h.nudgeCh <- struct{}{}:
-	default:
-	}
-}
+func (h *Holder) Nudge() { h.wake.Now() }
 
 // retryAt leaves command c to a later attempt at at, noting why, and wakes
 // the worker then.
@@ -148,7 +144,7 @@ func (h *Holder) retryAt(ctx context.Context, c paymentstore.HoldCommand, at tim
 		return err
 	}
 	if !at.IsZero() {
-		time.AfterFunc(time.Until(at), h.Nudge)
+		h.wake.After(time.Until(at))
 	}
 	return nil
 }
@@ -184,7 +180,7 @@ func (h *Holder) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-h.nudgeCh:
+		case <-h.wake.C():
 		}
 	}
 }

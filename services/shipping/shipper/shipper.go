@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concordhq/concord/infra/backoff"
+	"github.com/concordhq/concord/infra/wake"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/services/shipping"
 	"github.com/concordhq/concord/services/shipping/shippingcarrier"
@@ -70,7 +71,7 @@ type Config struct {
 type Shipper struct {
 	cfg   Config
 	calls *prometheus.CounterVec
-	nudge chan struct{}
+	wake  *wake.Signal
 }
 
 // New checks cfg and returns a Shipper.
@@ -99,7 +100,7 @@ func New(cfg Config) (*Shipper, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Shipper{cfg: cfg, nudge: make(chan struct{}, 1),
+	s := &Shipper{cfg: cfg, wake: wake.New(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_shipping_carrier_calls_total",
 			Help: "Carrier calls by kind (create, lookup, cancel) and outcome (ok, not_found, declined, shipped, refused, unavailable)."},
 			[]string{"kind", "outcome"})}
@@ -112,12 +113,7 @@ func New(cfg Config) (*Shipper, error) {
 }
 
 // Nudge makes the worker look for due shipments now.
-func (s *Shipper) Nudge() {
-	select {
-	case s.nudge <- struct{}{}:
-	default:
-	}
-}
+func (s *Shipper) Nudge() { s.wake.Now() }
 
 // Run works until ctx is done, then lets the calls in flight finish and
 // record their outcome (their own timeout bounds them) before returning:
@@ -160,7 +156,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-s.nudge:
+		case <-s.wake.C():
 		}
 	}
 }
@@ -258,7 +254,7 @@ func (s *Shipper) retry(ctx context.Context, r shippingstore.Row, cause error) e
 	if err := shippingstore.RetryAt(ctx, s.cfg.Pool, r.ID, at, cause.Error()); err != nil {
 		return err
 	}
-	time.AfterFunc(at.Sub(s.cfg.Now()), s.Nudge)
+	s.wake.After(at.Sub(s.cfg.Now()))
 	return nil
 }
 
