@@ -160,7 +160,9 @@ func (p *PrivatePostgres) Stop(t testing.TB) {
 // its backends are gone too (see proc.Process.Kill).
 func (p *PrivatePostgres) Kill(t testing.TB) {
 	t.Helper()
-	p.proc.Kill()
+	if err := p.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // packagePostgres is the private server of PackagePostgresURL, started at
@@ -371,7 +373,9 @@ func (k *PrivateKafka) Stop(t testing.TB) {
 // Kill kills the broker with SIGKILL.
 func (k *PrivateKafka) Kill(t testing.TB) {
 	t.Helper()
-	k.proc.Kill()
+	if err := k.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startOrRestart starts cmd the first time (killed when the test ends) and

@@ -80,7 +80,9 @@ func Start(t testing.TB, cmd Command) *Process {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		p.Kill()
+		if err := p.Kill(); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
 			t.Logf("%s log (tail):\n%s", p.cmd.Name, p.LogTail(4000))
 		}
@@ -195,16 +197,24 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // (PostgreSQL's backends call setsid) and exits when it notices its parent
 // died: a killed PostgreSQL's backends hold its shared memory until they
 // are gone, and a server restarted before that refuses to start
-// ("pre-existing shared memory block is still in use").
-func (p *Process) Kill() {
+// ("pre-existing shared memory block is still in use"). It returns an
+// error naming the processes still alive 30 s after the signal: a
+// process that outlives its parent, which a test cannot leave behind.
+func (p *Process) Kill() error {
 	p.mu.Lock()
 	pid := p.pid
 	p.mu.Unlock()
 	children := descendants(pid)
 	_ = p.Signal(syscall.SIGKILL)
 	<-p.Exited()
-	_ = waitGone(append(children, -pid), 30*time.Second)
+	if err := waitGone(append(children, -pid), killWait); err != nil {
+		return fmt.Errorf("%s killed: %w", p.cmd.Name, err)
+	}
+	return nil
 }
+
+// killWait is how long Kill waits for the killed processes to be gone.
+var killWait = 30 * time.Second
 
 // waitGone polls until none of pids (a negative one: a process group) is
 // alive, for at most timeout.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/proc"
 )
 
@@ -40,6 +42,17 @@ func child() {
 	go func() {
 		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }))
 	}()
+	if os.Getenv("PROC_TEST_ESCAPE") != "" {
+		// A child in a session of its own, which the group's SIGKILL
+		// does not reach and which does not exit with its parent.
+		c := exec.Command("sleep", "3600")
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			fmt.Println(err)
+			os.Exit(3)
+		}
+		fmt.Printf("escaped %d\n", c.Process.Pid)
+	}
 	for range sigs {
 		if os.Getenv("PROC_TEST_IGNORE_TERM") == "" {
 			fmt.Println("draining")
@@ -117,7 +130,9 @@ func TestStopKillsAProcessThatIgnoresTheSignal(t *testing.T) {
 
 func TestKillIsACrash(t *testing.T) {
 	p, _ := startChild(t)
-	p.Kill()
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	if p.Running() || !p.KilledBy(syscall.SIGKILL) {
 		t.Errorf("after Kill: running %v, exit %v; want killed by SIGKILL", p.Running(), p.ExitErr())
 	}
@@ -126,6 +141,25 @@ func TestKillIsACrash(t *testing.T) {
 	}
 	if err := p.Restart(); err == nil {
 		t.Error("Restart of a running process succeeded; want an error")
+	}
+}
+
+func TestKillNamesAChildThatOutlivesIt(t *testing.T) {
+	defer proc.SetKillWait(200 * time.Millisecond)()
+	p, _ := startChild(t, "PROC_TEST_ESCAPE=1")
+	var escaped int
+	testkit.Eventually(t, 10*time.Second, "the child names the process that escaped", func() error {
+		i := strings.Index(p.Log(), "escaped ")
+		if i < 0 {
+			return errors.New("not yet")
+		}
+		_, err := fmt.Sscanf(p.Log()[i:], "escaped %d", &escaped)
+		return err
+	})
+	defer syscall.Kill(escaped, syscall.SIGKILL)
+	err := p.Kill()
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(escaped)) {
+		t.Fatalf("Kill with process %d still alive = %v; want an error naming it", escaped, err)
 	}
 }
 
