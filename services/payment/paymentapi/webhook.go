@@ -90,7 +90,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.deliveries.WithLabelValues(result).Inc()
-	if result == "applied" && h.AfterApply != nil {
+	if result == paymentstore.ResultApplied && h.AfterApply != nil {
 		h.AfterApply()
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -131,11 +131,11 @@ func (h *Webhook) apply(ctx context.Context, ev paymentprovider.Event, body []by
 	o, ok := observationOf(ev)
 	switch {
 	case !ok:
-		return "ignored", paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "ignored")
+		return paymentstore.ResultIgnored, paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, paymentstore.ResultIgnored)
 	case !found:
-		return "unknown_payment", paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "unknown_payment")
+		return paymentstore.ResultUnknownPayment, paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, paymentstore.ResultUnknownPayment)
 	case unchanged(p, o):
-		return "unchanged", paymentstore.MarkUnchanged(ctx, h.Pool, ev.ID, p, o.Observed)
+		return paymentstore.ResultUnchanged, paymentstore.MarkUnchanged(ctx, h.Pool, ev.ID, p, o.Observed)
 	}
 	ctx, span := applySpan(ctx, ev, p.Traceparent, p.OrderID, attribute.Int64("concord.payment_id", p.ID))
 	defer span.End()
@@ -230,11 +230,11 @@ func (h *Webhook) applyHold(ctx context.Context, ev paymentprovider.Event) (resu
 	switch ev.Type {
 	case "payment_intent.amount_capturable_updated", "payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled":
 	default:
-		return "ignored", paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "ignored")
+		return paymentstore.ResultIgnored, paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, paymentstore.ResultIgnored)
 	}
 	to, ok := holder.StatusOf(*ev.Payment)
 	if !ok {
-		return "ignored", paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "ignored")
+		return paymentstore.ResultIgnored, paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, paymentstore.ResultIgnored)
 	}
 	ch := paymentstore.HoldChange{To: to, ProviderPaymentID: ev.PaymentID, Observed: ev.Payment.ProviderStatus,
 		AmountCaptured: ev.Payment.AmountReceived, FailureReason: ev.Payment.DeclineCode}
@@ -243,7 +243,7 @@ func (h *Webhook) applyHold(ctx context.Context, ev paymentprovider.Event) (resu
 		return "", err
 	}
 	if !found {
-		return "unknown_payment", paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, "unknown_payment")
+		return paymentstore.ResultUnknownPayment, paymentstore.MarkProviderEventApplied(ctx, h.Pool, ev.ID, paymentstore.ResultUnknownPayment)
 	}
 	ctx, span := applySpan(ctx, ev, hold.Traceparent, hold.OrderID, attribute.String("concord.hold_key", hold.Key))
 	defer span.End()
@@ -251,13 +251,13 @@ func (h *Webhook) applyHold(ctx context.Context, ev paymentprovider.Event) (resu
 		moved, err := paymentstore.ObserveHold(ctx, tx, hold.Key, ch)
 		switch {
 		case errors.Is(err, paymentstore.ErrProviderMismatch):
-			result = "provider_mismatch"
+			result = paymentstore.ResultProviderMismatch
 		case err != nil:
 			return err
 		case moved:
-			result = "applied"
+			result = paymentstore.ResultApplied
 		default:
-			result = "unchanged"
+			result = paymentstore.ResultUnchanged
 		}
 		return paymentstore.MarkProviderEventApplied(ctx, tx, ev.ID, result)
 	})

@@ -140,7 +140,7 @@ func MarkUnchanged(ctx context.Context, pool *pgxpool.Pool, eventID string, p Pa
 	if observed != "" && observed != p.ObservedStatus {
 		b.Queue(`update payments set observed_external_status = $2 where id = $1`, p.ID, observed)
 	}
-	b.Queue(`update provider_events set applied = 'unchanged' where id = $1 and applied is null`, eventID)
+	b.Queue(`update provider_events set applied = $2 where id = $1 and applied is null`, eventID, ResultUnchanged)
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("provider event %s on payment %d: %w", eventID, p.ID, err)
 	}

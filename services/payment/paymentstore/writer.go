@@ -221,12 +221,16 @@ func RecordAlone(ctx context.Context, pool *pgxpool.Pool, events outbox.Writer, 
 	return changed, nil
 }
 
-// Results of applying a provider event, as ApplyProviderEvent records them
-// in provider_events.applied.
+// Results of applying a provider event, as ApplyProviderEvent and the
+// webhook endpoint record them in provider_events.applied.
 const (
 	ResultApplied          = "applied"
 	ResultUnchanged        = "unchanged"
 	ResultProviderMismatch = "provider_mismatch"
+	// ResultIgnored: an event type nothing acts on, stored and left.
+	ResultIgnored = "ignored"
+	// ResultUnknownPayment: the event names no payment this service made.
+	ResultUnknownPayment = "unknown_payment"
 )
 
 // ApplyProviderEvent is Record of what provider event eventID says, in a
