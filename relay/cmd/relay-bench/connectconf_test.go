@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -138,6 +139,39 @@ func TestAppendLogNotesARecordOnAnotherPartitionThanConcordsRelayWould(t *testin
 		log.add(&got)
 		if !slices.Equal(log.mismatches, tc.want) || log.count() != 1 {
 			t.Errorf("partition %d (Concord's %d): mismatches %v, count %d; want %v, 1", tc.partition, p, log.mismatches, log.count(), tc.want)
+		}
+	}
+}
+
+func TestTheConnectorReadsTheDatabaseURLAsPgxDoes(t *testing.T) {
+	// What the URLs leave out would come from these.
+	for _, v := range []string{"PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSERVICE"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none"))
+	for _, tc := range []struct {
+		url     string
+		want    dbTarget
+		wantErr string
+	}{
+		{url: "postgres://concord:s%40cret@127.0.0.1:55432/bench?sslmode=disable",
+			want: dbTarget{host: "127.0.0.1", port: "55432", user: "concord", password: "s@cret", name: "bench"}},
+		{url: "host=db.internal port=6432 user=relay password='a b' dbname=outbox sslmode=disable",
+			want: dbTarget{host: "db.internal", port: "6432", user: "relay", password: "a b", name: "outbox"}},
+		{url: "postgres://relay@db.internal/outbox?sslmode=disable",
+			want: dbTarget{host: "db.internal", port: "5432", user: "relay", name: "outbox"}},
+		{url: "postgres:///outbox?host=/var/run/postgresql&user=relay", wantErr: "Unix socket"},
+		{url: "postgres://relay@db.internal:notaport/outbox", wantErr: "database URL"},
+	} {
+		got, err := parseDBTarget(tc.url)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parseDBTarget(%q) = %+v, %v; want an error with %q", tc.url, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("parseDBTarget(%q) = %+v, %v; want %+v", tc.url, got, err, tc.want)
 		}
 	}
 }

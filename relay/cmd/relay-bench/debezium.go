@@ -7,17 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -255,17 +256,18 @@ func fetchDebezium(ctx context.Context) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// parseDBTarget reads the connector's database settings the way pgx reads
+// the URL (keyword/value strings and PG* defaults included). The
+// connector's JDBC driver needs TCP, not a Unix socket.
 func parseDBTarget(dbURL string) (dbTarget, error) {
-	u, err := url.Parse(dbURL)
+	cfg, err := pgconn.ParseConfig(dbURL)
 	if err != nil {
 		return dbTarget{}, fmt.Errorf("database URL: %w", err)
 	}
-	pw, _ := u.User.Password()
-	port := u.Port()
-	if port == "" {
-		port = "5432"
+	if strings.HasPrefix(cfg.Host, "/") {
+		return dbTarget{}, fmt.Errorf("database URL: host %s is a Unix socket; the connector needs a TCP host", cfg.Host)
 	}
-	return dbTarget{host: u.Hostname(), port: port, user: u.User.Username(), password: pw, name: strings.TrimPrefix(u.Path, "/")}, nil
+	return dbTarget{host: cfg.Host, port: strconv.Itoa(int(cfg.Port)), user: cfg.User, password: cfg.Password, name: cfg.Database}, nil
 }
 
 // connectLogging keeps the worker's log to warnings, plus the lines that
