@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +17,9 @@ import (
 
 // NotifyChannel is the LISTEN/NOTIFY channel Append signals on commit, so a
 // relay wakes as soon as rows are visible instead of waiting for its poll.
+// Append's payload is the row's KeyHash in decimal, so a relay wakes only
+// the worker reading that key's shard; an empty payload (a bulk write, a
+// row set free) means any shard may have rows.
 const NotifyChannel = "concord_outbox"
 
 // Event is what a service hands to Append: a generated payload of
@@ -77,12 +81,12 @@ func (w Writer) Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelo
 
 // insertNotifySQL inserts a row and NOTIFYs the relays in one statement:
 // the notification is the transaction's like a separate pg_notify's
-// (delivered at commit, folded with the others of the transaction), and
-// an event costs one statement instead of two.
+// (delivered at commit, folded with the others of the transaction that
+// name the same key hash), and an event costs one statement instead of two.
 const insertNotifySQL = `with appended as (insert into outbox
  (event_id, aggregate_type, aggregate_id, partition_key, key_hash, topic, event_type, event_version, payload, headers)
  values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning 1)
-select pg_notify($11, '') from appended`
+select pg_notify($11, $12) from appended`
 
 // Record is an outbox row as Append would insert it. Prepare exposes it so
 // bulk loaders (benchmarks, imports) can COPY validated rows.
@@ -108,8 +112,11 @@ func (r Record) args() []any {
 		r.EventType, r.EventVersion, string(r.Payload), h}
 }
 
-// notifyArgs are args and the channel, insertNotifySQL's arguments.
-func (r Record) notifyArgs() []any { return append(r.args(), NotifyChannel) }
+// notifyArgs are args, the channel and the payload (the key hash),
+// insertNotifySQL's arguments.
+func (r Record) notifyArgs() []any {
+	return append(r.args(), NotifyChannel, strconv.FormatInt(int64(r.KeyHash), 10))
+}
 
 // Columns are the outbox columns a Record fills, in Values order (for COPY).
 var Columns = []string{"event_id", "aggregate_type", "aggregate_id", "partition_key", "key_hash", "topic",

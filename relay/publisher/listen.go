@@ -10,11 +10,11 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 )
 
-// listen holds a LISTEN session on outbox.NotifyChannel and wakes the
-// workers on every notification. Notifications are only a hint: while the
-// session is down (database restart) the workers fall back to their poll,
-// and after reconnecting they are woken once in case a notification was
-// missed.
+// listen holds a LISTEN session on outbox.NotifyChannel and wakes, on
+// every notification, the worker of the shard it names (wakeFor).
+// Notifications are only a hint: while the session is down (database
+// restart) the workers fall back to their poll, and after reconnecting
+// they are all woken once in case a notification was missed.
 func (r *Relay) listen(ctx context.Context) {
 	retry := backoff.Loop{First: r.cfg.BackoffMin, Max: 5 * time.Second}
 	for ctx.Err() == nil {
@@ -43,9 +43,10 @@ func (r *Relay) listenOnce(ctx context.Context) error {
 	}
 	r.wakeAll()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		r.wakeAll()
+		r.wakeFor(n.Payload)
 	}
 }

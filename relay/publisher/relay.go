@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -362,11 +363,33 @@ func (r *Relay) Ready(ctx context.Context) error {
 func (r *Relay) OwnedShards() []int { return r.owner.shards() }
 
 func (r *Relay) wakeAll() {
-	for _, c := range r.wakeups {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
+	for i := range r.wakeups {
+		r.wake(i)
+	}
+}
+
+// wakeFor wakes the worker reading the shard of a notification's key hash
+// (outbox.NotifyChannel's payload), or every worker when the payload names
+// none. A shard this instance does not own wakes nothing here: its owner
+// got the same notification. A worker woken for nothing would read the
+// outbox for nothing, a transaction of five statements; with every worker
+// woken, a single-row commit cost one such read per worker but one.
+func (r *Relay) wakeFor(payload string) {
+	h, err := strconv.ParseInt(payload, 10, 32)
+	if err != nil || h < 0 {
+		r.wakeAll()
+		return
+	}
+	if i, ok := r.owner.workerOf(int(h)%r.cfg.Shards, r.cfg.Workers); ok {
+		r.wake(i)
+	}
+}
+
+// wake wakes worker i, or leaves its pending wake-up as it is.
+func (r *Relay) wake(i int) {
+	select {
+	case r.wakeups[i] <- struct{}{}:
+	default:
 	}
 }
 

@@ -62,6 +62,17 @@ func (o *owner) shardsFor(i, w int) []int32 {
 	return out
 }
 
+// workerOf returns the worker of w that works on shard s (the inverse of
+// shardsFor), or false when this instance does not own s.
+func (o *owner) workerOf(s, w int) (int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := slices.BinarySearch(o.owned, s); !ok {
+		return 0, false
+	}
+	return s % w, true
+}
+
 func (o *owner) connected() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -1,6 +1,7 @@
 package publisher_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/internal/relaytest"
+	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
 )
 
@@ -76,4 +78,47 @@ func TestRelayReadsAgainAtOnceOnlyAfterAFullBatch(t *testing.T) {
 	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys[1:], 5, 30*time.Second)
 	check.WaitAll(keys[:1], 8, 30*time.Second)
+}
+
+// A commit wakes only the worker that reads its key's shard: with two
+// workers, rows of one shard appended one at a time are read by that
+// shard's worker, and the other worker never reads the outbox to find
+// nothing in its shard.
+func TestACommitWakesOnlyTheWorkerOfItsShard(t *testing.T) {
+	k := testkit.NewKafka(t)
+	pool := newPool(t)
+	topic := k.CreateTopic(t, "relay", 4)
+	var keys []string // keys of shard 0 of 2, which worker 0 reads
+	for _, key := range relaytest.Keys(200) {
+		if outbox.KeyHash(key)%2 == 0 && len(keys) < 20 {
+			keys = append(keys, key)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Workers: 2, Shards: 2, PollInterval: time.Hour, Registerer: reg})
+	// Started: both shards owned and the LISTEN session up. Each wakes
+	// every worker once, which the tolerance below allows for.
+	relaytest.WaitFor(t, 30*time.Second, "the relay owns both shards and listens", func() error {
+		if n := metric(t, reg, "concord_relay_owned_shards"); n != 2 {
+			return fmt.Errorf("%v shards owned", n)
+		}
+		if n := relaytest.Count(t, pool, `select count(*) from pg_stat_activity
+			where datname = current_database() and application_name = 'concord-relay-listener' and query ilike 'listen%'`); n != 1 {
+			return fmt.Errorf("%d listening sessions", n)
+		}
+		return nil
+	})
+	relaytest.Append(t, pool, topic, keys[0], 1, 0)
+	relaytest.WaitAllPublished(t, pool, 30*time.Second)
+
+	empty := metric(t, reg, "concord_relay_outbox_reads_total", "result", "empty")
+	for _, key := range keys[1:] {
+		relaytest.Append(t, pool, topic, key, 1, 0) // one row, one NOTIFY naming its key hash
+		relaytest.WaitAllPublished(t, pool, 30*time.Second)
+	}
+	if got := metric(t, reg, "concord_relay_outbox_reads_total", "result", "empty") - empty; got > 4 {
+		t.Fatalf("%v empty reads of the outbox while %d rows of one shard were published one by one; want at most 4 (the start's wake-ups), not one per row by the other shard's worker",
+			got, len(keys)-1)
+	}
+	relaytest.NewChecker(t, k, topic).WaitAll(keys, 1, 30*time.Second)
 }
