@@ -371,9 +371,9 @@ func (r *Relay) wakeAll() {
 // wakeFor wakes the worker reading the shard of a notification's key hash
 // (outbox.NotifyChannel's payload), or every worker when the payload names
 // none. A shard this instance does not own wakes nothing here: its owner
-// got the same notification. A worker woken for nothing would read the
-// outbox for nothing, a transaction of five statements; with every worker
-// woken, a single-row commit cost one such read per worker but one.
+// got the same notification. A worker woken for nothing reads the outbox
+// for nothing, a transaction of five statements: waking every worker
+// would cost a single-row commit one such read per other worker.
 func (r *Relay) wakeFor(payload string) {
 	h, err := strconv.ParseInt(payload, 10, 32)
 	if err != nil || h < 0 {

@@ -14,8 +14,8 @@ import (
 // and waits until the saga is quiet. The measured orders then meet a
 // running pipeline, not a fresh one: the first orders after a start wait
 // for every consumer group to join and for the first fetch of each
-// partition, about a second here, and at 100/s that wait alone was the
-// run's p99. It prints how long the first warm-up order took (the cold
+// partition, about a second here, and at low rates that wait alone sets
+// a run's p99. It prints how long the first warm-up order took (the cold
 // start) and returns the database time from which orders are measured.
 func warmUp(ctx context.Context, r *running, c config, step func(string, ...any)) (time.Time, error) {
 	const perFlow = 4

@@ -137,10 +137,10 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		"static group membership: an id unique among the running instances and kept across restarts (a host name, a pod ordinal); a restarted instance takes its partitions back at once instead of after --group-session-timeout. Empty: a dynamic member")
 	maxConns := fs.Int("db-max-conns", "DB_MAX_CONNS", cmp.Or(spec.DBMaxConns, 16),
 		"database connections the service may hold: API requests, the consumer's partitions, the relay and the workers share them")
-	// Kafka's own consumer defaults. A 16 KiB / 20 ms floor was measured
-	// against them in bench-saga: it cost a wait on every hop, more CPU
-	// per order at 100/s and 400/s, and 50 empty fetches a second per idle
-	// consumer (README "Benchmarks").
+	// Kafka's own consumer defaults. A floor (say 16 KiB / 20 ms) makes
+	// every hop wait when the rate is too low to fill it, costs more CPU
+	// per order in bench-saga at 100/s and 400/s, and has every idle
+	// consumer fetch 50 times a second (README "Benchmarks").
 	fetchWait := fs.Duration("fetch-max-wait", "FETCH_MAX_WAIT", 500*time.Millisecond,
 		"how long the broker may hold a fetch that has less than --fetch-min-bytes; with nothing to read, how often an idle consumer asks again")
 	fetchMin := fs.Int("fetch-min-bytes", "FETCH_MIN_BYTES", 1,
