@@ -65,7 +65,7 @@ func secs(s float64) time.Duration {
 // state, as recorded by order-svc: both flows measured side by side at the
 // same offered rate (--orchestrated-share splits it); then where the CPU
 // time went, per process, and each process's peak resident set. Only
-// orders created from on are counted (the warm-up's are before it).
+// orders created at or after from are counted (the warm-up's are before).
 func benchReport(ctx context.Context, r *running, res loadgen.Result, c config, usage []*measured, load *dbLoad, from time.Time) error {
 	fmt.Printf("\nbench-saga: %d orders offered at %.0f/s (no faults), %.0f%% orchestrated; accepted %d\n",
 		c.orders, c.rate, c.orchestratedShare*100, len(res.Created))
