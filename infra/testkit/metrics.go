@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -47,6 +48,20 @@ func ScrapeErr(url string) (Metrics, error) {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	return fams, nil
+}
+
+// Gather reads g (a registry) as a scrape would, without the HTTP.
+func Gather(t testing.TB, g prometheus.Gatherer) Metrics {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Metrics{}
+	for _, f := range fams {
+		m[f.GetName()] = f
+	}
+	return m
 }
 
 // Value sums the samples of family name whose labels include want:

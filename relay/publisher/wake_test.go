@@ -2,53 +2,16 @@ package publisher_test
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/relay/internal/relaytest"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
 )
-
-// metric is the value of family name in reg (a counter's or gauge's value,
-// a histogram's sample count), of the series whose labels include the
-// given name/value pairs; 0 when there is none yet.
-func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-				}) {
-					continue series
-				}
-			}
-			switch {
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			default:
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
 
 // A worker reads the outbox again at once only when rows may be due: after
 // a full batch it goes on without waiting for a NOTIFY (a backlog of ten
@@ -67,12 +30,12 @@ func TestRelayReadsAgainAtOnceOnlyAfterAFullBatch(t *testing.T) {
 	startRelay(t, publisher.Config{Pool: pool, Kafka: k.Config(), Workers: 1, BatchSize: 10, PollInterval: time.Hour, Registerer: reg})
 	relaytest.WaitAllPublished(t, pool, 30*time.Second)
 
-	empty := metric(t, reg, "concord_relay_outbox_reads_total", "result", "empty")
+	empty := testkit.Gather(t, reg).Value("concord_relay_outbox_reads_total", map[string]string{"result": "empty"})
 	for seq := 6; seq <= 8; seq++ {
 		relaytest.Append(t, pool, topic, keys[0], seq, 0) // one row, one NOTIFY
 		relaytest.WaitAllPublished(t, pool, 30*time.Second)
 	}
-	if got := metric(t, reg, "concord_relay_outbox_reads_total", "result", "empty") - empty; got != 0 {
+	if got := testkit.Gather(t, reg).Value("concord_relay_outbox_reads_total", map[string]string{"result": "empty"}) - empty; got != 0 {
 		t.Fatalf("%v empty reads of the outbox while three rows were published one by one; want none", got)
 	}
 	check := relaytest.NewChecker(t, k, topic)
@@ -99,7 +62,7 @@ func TestACommitWakesOnlyTheWorkerOfItsShard(t *testing.T) {
 	// Started: both shards owned and the LISTEN session up. Each wakes
 	// every worker once, which the tolerance below allows for.
 	relaytest.WaitFor(t, 30*time.Second, "the relay owns both shards and listens", func() error {
-		if n := metric(t, reg, "concord_relay_owned_shards"); n != 2 {
+		if n := testkit.Gather(t, reg).Value("concord_relay_owned_shards", nil); n != 2 {
 			return fmt.Errorf("%v shards owned", n)
 		}
 		if n := relaytest.Count(t, pool, `select count(*) from pg_stat_activity
@@ -111,12 +74,12 @@ func TestACommitWakesOnlyTheWorkerOfItsShard(t *testing.T) {
 	relaytest.Append(t, pool, topic, keys[0], 1, 0)
 	relaytest.WaitAllPublished(t, pool, 30*time.Second)
 
-	empty := metric(t, reg, "concord_relay_outbox_reads_total", "result", "empty")
+	empty := testkit.Gather(t, reg).Value("concord_relay_outbox_reads_total", map[string]string{"result": "empty"})
 	for _, key := range keys[1:] {
 		relaytest.Append(t, pool, topic, key, 1, 0) // one row, one NOTIFY naming its key hash
 		relaytest.WaitAllPublished(t, pool, 30*time.Second)
 	}
-	if got := metric(t, reg, "concord_relay_outbox_reads_total", "result", "empty") - empty; got > 4 {
+	if got := testkit.Gather(t, reg).Value("concord_relay_outbox_reads_total", map[string]string{"result": "empty"}) - empty; got > 4 {
 		t.Fatalf("%v empty reads of the outbox while %d rows of one shard were published one by one; want at most 4 (the start's wake-ups), not one per row by the other shard's worker",
 			got, len(keys)-1)
 	}

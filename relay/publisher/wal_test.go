@@ -247,14 +247,14 @@ func TestWALRelayIsNotStreamingWhileItsNewSlotWaitsForAConsistentPoint(t *testin
 	waitStreaming(t, w)
 	check := relaytest.NewChecker(t, k, topic)
 	check.WaitAll(keys, 1, 60*time.Second)
-	if n := metric(t, reg, "concord_relay_wal_received_rows_total"); n != 0 {
+	if n := testkit.Gather(t, reg).Value("concord_relay_wal_received_rows_total", nil); n != 0 {
 		t.Fatalf("%v rows committed before the slot's consistent point decoded from its stream; want 0 (they are published from the table)", n)
 	}
 
 	relaytest.AppendEach(t, pool, wr, keys, 2)
 	check.WaitAll(keys, 2, 30*time.Second)
 	relaytest.WaitFor(t, 10*time.Second, "the rows appended while streaming decoded from the stream", func() error {
-		if n := metric(t, reg, "concord_relay_wal_received_rows_total"); n != 5 {
+		if n := testkit.Gather(t, reg).Value("concord_relay_wal_received_rows_total", nil); n != 5 {
 			return fmt.Errorf("%v of 5 rows decoded", n)
 		}
 		return nil
@@ -302,7 +302,7 @@ func TestWALRelayAcksCarryTheCommitTimeAndTheReadTime(t *testing.T) {
 				a.EventID, a.Inserted, a.Committed, a.Read, a.Acked)
 		}
 	}
-	if n := metric(t, reg, "concord_relay_wal_commit_to_read_seconds"); n < txns {
+	if n := testkit.Gather(t, reg).Value("concord_relay_wal_commit_to_read_seconds", nil); n < txns {
 		t.Fatalf("concord_relay_wal_commit_to_read_seconds has %v samples, want one per transaction (%d)", n, txns)
 	}
 }

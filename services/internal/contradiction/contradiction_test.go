@@ -23,15 +23,7 @@ func counted(t *testing.T, labels map[string]string) float64 {
 	if err := contradiction.RegisterMetrics(reg); err != nil {
 		t.Fatalf("a second registration: %v", err)
 	}
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := testkit.Metrics{}
-	for _, f := range fams {
-		m[f.GetName()] = f
-	}
-	return m.Value("concord_contradicting_events_total", labels)
+	return testkit.Gather(t, reg).Value("concord_contradicting_events_total", labels)
 }
 
 // A refusal is one review entry and one count however often it is

@@ -89,13 +89,5 @@ func gather(t *testing.T, c prometheus.Collector) testkit.Metrics {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := testkit.Metrics{}
-	for _, f := range fams {
-		m[f.GetName()] = f
-	}
-	return m
+	return testkit.Gather(t, reg)
 }

@@ -96,15 +96,7 @@ func counted(t *testing.T, typ, reason string) float64 {
 	if err := contradiction.RegisterMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := testkit.Metrics{}
-	for _, f := range fams {
-		m[f.GetName()] = f
-	}
-	return m.Value("concord_contradicting_events_total", map[string]string{"service": "inventory-svc", "type": typ, "reason": reason})
+	return testkit.Gather(t, reg).Value("concord_contradicting_events_total", map[string]string{"service": "inventory-svc", "type": typ, "reason": reason})
 }
 
 func created(order string, qty int64) contract.OrderCreatedV3 {
