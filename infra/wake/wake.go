@@ -36,6 +36,14 @@ func (s *Signal) After(d time.Duration) {
 	time.AfterFunc(d, s.Now)
 }
 
+// At wakes the worker at t, when a retry it scheduled falls due; the zero
+// time schedules nothing (a retry left to the poll or to an operator).
+func (s *Signal) At(t time.Time) {
+	if !t.IsZero() {
+		s.After(time.Until(t))
+	}
+}
+
 // C is the channel the worker receives wake-ups from.
 func (s *Signal) C() <-chan struct{} {
 	return s.c

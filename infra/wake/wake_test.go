@@ -44,3 +44,18 @@ func TestAfterWakesOnceTheDelayHasPassed(t *testing.T) {
 		t.Fatal("a wake-up already due did not come")
 	}
 }
+
+func TestAtTheZeroTimeWakesNobody(t *testing.T) {
+	s := wake.New()
+	start := time.Now()
+	s.At(time.Time{})
+	s.At(start.Add(50 * time.Millisecond))
+	select {
+	case <-s.C():
+		if waited := time.Since(start); waited < 50*time.Millisecond {
+			t.Fatalf("woken after %s: the zero time woke the worker", waited)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake-up 10s after one was asked for in 50ms")
+	}
+}

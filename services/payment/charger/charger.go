@@ -124,13 +124,6 @@ func New(cfg Config) (*Charger, error) {
 // Nudge makes the worker look for due work now instead of at its next poll.
 func (c *Charger) Nudge() { c.wake.Now() }
 
-// nudgeAt nudges the worker when a retry it scheduled for at is due.
-func (c *Charger) nudgeAt(at time.Time) {
-	if !at.IsZero() {
-		c.wake.After(time.Until(at))
-	}
-}
-
 // Run works until ctx is done, then lets the calls in flight finish and
 // record their outcome (their own deadline bounds them) before returning.
 //
@@ -283,7 +276,7 @@ func (c *Charger) retryAt(ctx context.Context, p paymentstore.Payment, at time.T
 	if err := paymentstore.RetryChargeAt(ctx, c.cfg.Pool, p.ID, at, "", reason); err != nil {
 		return err
 	}
-	c.nudgeAt(at)
+	c.wake.At(at)
 	return nil
 }
 
@@ -304,7 +297,7 @@ func (c *Charger) record(ctx context.Context, p paymentstore.Payment, res paymen
 			return paymentstore.RetryChargeAt(ctx, tx, p.ID, at, res.ProviderStatus, "")
 		})
 		if err == nil {
-			c.nudgeAt(at)
+			c.wake.At(at)
 		}
 		return err
 	}
@@ -331,7 +324,7 @@ func (c *Charger) refund(ctx context.Context, p paymentstore.Payment) error {
 		if err := paymentstore.RetryRefundAt(ctx, c.cfg.Pool, p.ID, at, err.Error()); err != nil {
 			return err
 		}
-		c.nudgeAt(at)
+		c.wake.At(at)
 		return nil
 	}
 	c.calls.WithLabelValues("refund", r.Status).Inc()

@@ -143,9 +143,7 @@ func (h *Holder) retryAt(ctx context.Context, c paymentstore.HoldCommand, at tim
 	if err := paymentstore.RetryHoldCommandAt(ctx, h.cfg.Pool, c.Key, at, reason); err != nil {
 		return err
 	}
-	if !at.IsZero() {
-		h.wake.After(time.Until(at))
-	}
+	h.wake.At(at)
 	return nil
 }
 
