@@ -9,8 +9,10 @@ import (
 	"github.com/concordhq/concord/schemas"
 )
 
-// notifySQL wakes the relays; Postgres delivers it when the transaction
-// commits, and folds repeated notifications of one transaction into one.
+// notifySQL wakes every worker of the relays (an empty payload names no
+// shard: see NotifyChannel), for writes of rows of any keys; Postgres
+// delivers it when the transaction commits, and folds repeated
+// notifications of one transaction into one.
 const notifySQL = "select pg_notify($1, '')"
 
 // Queue is Append for a caller that sends its statements as one pgx.Batch:

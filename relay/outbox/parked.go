@@ -99,7 +99,7 @@ func releaseParked(ctx context.Context, pool *pgxpool.Pool, id int64, update str
 			}
 			return fmt.Errorf("%w: id %d", ErrNotParked, id)
 		}
-		if _, err := tx.Exec(ctx, "select pg_notify($1, '')", NotifyChannel); err != nil {
+		if _, err := tx.Exec(ctx, notifySQL, NotifyChannel); err != nil {
 			return fmt.Errorf("outbox row %d: notify: %w", id, err)
 		}
 		return nil

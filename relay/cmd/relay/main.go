@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string) error {
 	shards := fs.Int("shards", "RELAY_SHARDS", publisher.DefaultShards, "key-hash shards; every instance on one outbox must use the same value")
 	workers := fs.Int("workers", "RELAY_WORKERS", publisher.DefaultWorkers, "concurrent batch pipelines per instance, each over its own owned shards; each overlaps two batches, so the pool gets 2×workers+2 connections unless --database-url sets pool_max_conns")
 	batch := fs.Int("batch-size", "RELAY_BATCH_SIZE", publisher.DefaultBatchSize, "most rows locked and produced per batch")
-	readTimeout := fs.Duration("read-timeout", "", publisher.DefaultReadTimeout, "how long a batch's read may run; a longer one was planned on statistics from before a backlog: it is cancelled, the outbox analyzed and the read tried again")
+	readTimeout := fs.Duration("read-timeout", "RELAY_READ_TIMEOUT", publisher.DefaultReadTimeout, "how long a batch's read may run; a longer one was planned on statistics from before a backlog: it is cancelled, the outbox analyzed and the read tried again")
 	poll := fs.Duration("poll-interval", "RELAY_POLL_INTERVAL", publisher.DefaultPollInterval, "fallback poll when no NOTIFY arrives (NOTIFY wakes the relay at once)")
 	rebalance := fs.Duration("rebalance-interval", "RELAY_REBALANCE_INTERVAL", publisher.DefaultRebalanceInterval, "how often shard ownership is checked; a dead instance's shards move within about this")
 	maxAttempts := fs.Int("max-attempts", "RELAY_MAX_ATTEMPTS", publisher.DefaultMaxAttempts, "refusals by the cluster before a row is parked (transient failures never park; -1 never parks)")
