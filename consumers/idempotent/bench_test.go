@@ -407,7 +407,8 @@ func (m cpuMeter) read() (map[string]time.Duration, time.Duration) {
 			}
 		}
 	}
-	return by, machineCPU()
+	machine, _ := proc.MachineCPU()
+	return by, machine
 }
 
 // start begins a phase; the function it returns ends it.
@@ -450,22 +451,3 @@ func (s cpuSpent) per(n int) string {
 		100*ours.Seconds()/max(s.machine.Seconds(), 1e-9))
 }
 
-// machineCPU is the CPU time every core spent busy since boot
-// (/proc/stat: user, nice, system, irq, softirq, steal).
-func machineCPU() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
-	var ticks int64
-	for i, v := range f {
-		if i == 0 || i == 4 || i == 5 || i > 8 {
-			continue
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ
-}

@@ -195,3 +195,33 @@ func ListenerPID(port int) (int, error) {
 	}
 	return 0, fmt.Errorf("the listener on port %d belongs to a process this user cannot inspect", port)
 }
+
+// MachineCPU is the CPU time all cores together have spent busy since boot
+// (/proc/stat's first line: user, nice, system, irq, softirq, steal; idle
+// and iowait left out). The difference over a run, divided by the run's
+// length and the core count, is how busy the machine was: whether a
+// latency figure was measured on a saturated machine.
+func MachineCPU() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return statMachineCPU(b)
+}
+
+func statMachineCPU(stat []byte) (time.Duration, error) {
+	line, _, _ := bytes.Cut(stat, []byte("\n"))
+	f := strings.Fields(string(line)) // cpu user nice system idle iowait irq softirq steal …
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: first line %q is not the cpu total", line)
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: field %d: %w", i, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}

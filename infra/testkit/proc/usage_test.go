@@ -21,6 +21,23 @@ func TestStatCPUCountsFromTheLastParenthesis(t *testing.T) {
 	}
 }
 
+func TestStatMachineCPUCountsBusyTimeOnly(t *testing.T) {
+	// user 100, nice 10, system 50, idle 9000, iowait 700, irq 5, softirq 15,
+	// steal 20, guest 40, guest_nice 0 ticks: busy is 200 ticks = 2 s. Idle
+	// and iowait are not busy; guest time is already in user.
+	stat := []byte("cpu  100 10 50 9000 700 5 15 20 40 0\ncpu0 50 5 25 4500 350 2 7 10 20 0\n")
+	got, err := statMachineCPU(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 * time.Second; got != want {
+		t.Fatalf("busy %v, want %v", got, want)
+	}
+	if _, err := statMachineCPU([]byte("intr 1 2 3\n")); err == nil {
+		t.Fatal("a first line other than the cpu total was accepted")
+	}
+}
+
 func TestStatusKiBReadsTheNamedLineInBytes(t *testing.T) {
 	status := []byte("Name:\tx\nVmHWM:\t   2048 kB\nVmRSS:\t    1024 kB\n")
 	if n, ok := statusKiB(status, "VmHWM:"); !ok || n != 2048*1024 {

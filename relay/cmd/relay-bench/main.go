@@ -32,8 +32,10 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +50,7 @@ import (
 	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/otlpsink"
+	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/relay/internal/relaytest"
 	"github.com/concordhq/concord/relay/outbox"
 	"github.com/concordhq/concord/relay/publisher"
@@ -68,6 +71,7 @@ func run(ctx context.Context, args []string) error {
 	workers := fs.Int("workers", "", publisher.DefaultWorkers, "relay workers")
 	rate := fs.Int("rate", "", 2000, "offered load of the latency run, events/s")
 	rateFor := fs.Duration("rate-duration", "", 15*time.Second, "length of the latency run")
+	walRates := fs.String("wal-rates", "", "500,1000", "lower offered loads (comma-separated events/s) at which the WAL relay's commit-to-ack is measured too, after --rate; empty for none")
 	compression := fs.String("compression", "", "none", "producer compression")
 	cpuProfile := fs.String("cpuprofile", "", "", "write a CPU profile of the relay's backlog drain to this file")
 	walProfile := fs.String("wal-cpuprofile", "", "", "write a CPU profile of the WAL relay's backlog drain to this file")
@@ -88,6 +92,10 @@ func run(ctx context.Context, args []string) error {
 	peers, err := parsePeers(*peerList)
 	if err != nil {
 		return kit.UsageError{Err: err}
+	}
+	sweep, err := parseRates(*walRates)
+	if err != nil {
+		return kit.Usagef("wal-rates: %v", err)
 	}
 	if !jvmSize.MatchString(*debeziumHeap) {
 		return kit.Usagef("debezium-heap %q: a JVM size such as 512m or 2g", *debeziumHeap)
@@ -129,7 +137,7 @@ func run(ctx context.Context, args []string) error {
 	defer adm.DeleteTopics(context.WithoutCancel(ctx), topic) //nolint:errcheck
 
 	fmt.Printf("relay-bench: %d events, ~%d B payloads, %d keys, topic %s (%d partitions), batch %d, workers %d, GOMAXPROCS %d\n",
-		*events, *payload, *keys, topic, *partitions, *batch, *workers, runtimeProcs())
+		*events, *payload, *keys, topic, *partitions, *batch, *workers, runtime.GOMAXPROCS(0))
 	// The figures move with whatever else the machine runs: say how busy it was.
 	fmt.Printf("  load average at start: %s\n", testkit.LoadAverage())
 	defer func() { fmt.Printf("  load average at end:   %s\n", testkit.LoadAverage()) }()
@@ -146,7 +154,7 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	if peers.wal {
-		if err := measureWAL(ctx, cfg, pool, writer, backlog, relayRate, *rate, *rateFor, *payload, *walProfile); err != nil {
+		if err := measureWAL(ctx, cfg, pool, writer, backlog, relayRate, *rate, sweep, *rateFor, *payload, *walProfile); err != nil {
 			return err
 		}
 	}
@@ -245,9 +253,10 @@ func measurePoll(ctx context.Context, cl *kgo.Client, cfg publisher.Config, pool
 }
 
 // measureWAL prints relay --mode wal's backlog drain (beside the poll
-// mode's, when that ran) and its commit-to-ack at the offered rate.
+// mode's, when that ran) and its commit-to-ack at the offered rate, then at
+// each of the sweep's rates.
 func measureWAL(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, writer outbox.Writer,
-	backlog func() ([]outbox.Record, error), relayRate float64, rate int, rateFor time.Duration, payload int, cpuProfile string) error {
+	backlog func() ([]outbox.Record, error), relayRate float64, rate int, sweep []int, rateFor time.Duration, payload int, cpuProfile string) error {
 	rows, err := backlog()
 	if err != nil {
 		return err
@@ -263,15 +272,37 @@ func measureWAL(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, w
 	}
 	fmt.Printf("  relay --mode wal backlog drained:                             %9.0f events/s (%s; target >= 60000 and >= 1.4 x)\n",
 		walRate, ofPoll(walRate, relayRate))
-	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
-		return err
+	// The lower rates show where the p99 holds on this machine: at the
+	// offered rate its cores may be saturated by the appending
+	// transactions, the broker and the relay together.
+	for _, r := range append([]int{rate}, sweep...) {
+		if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
+			return err
+		}
+		lr, err := latency(ctx, walRunner(wcfg), pool, writer, r, rateFor, payload)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  relay --mode wal commit-to-ack at %d events/s offered (%s (target p99 <= 10ms at 2000/s)\n%s", r, lr, lr.legsLine())
 	}
-	lr, err := latency(ctx, walRunner(wcfg), pool, writer, rate, rateFor, payload)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("  relay --mode wal commit-to-ack at %d events/s offered (%s (target p99 <= 10ms)\n%s", rate, lr, lr.legsLine())
 	return nil
+}
+
+// parseRates reads a comma-separated list of positive event rates.
+func parseRates(list string) ([]int, error) {
+	var rates []int
+	for f := range strings.SplitSeq(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		r, err := strconv.Atoi(f)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number of events/s", f)
+		}
+		rates = append(rates, r)
+	}
+	return rates, nil
 }
 
 // ofPoll is rate as a multiple of the poll mode's, when that ran.
@@ -443,8 +474,6 @@ func runUntil(ctx context.Context, rn runner, onAck func(publisher.Ack), done fu
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-func runtimeProcs() int { return runtimeGOMAXPROCS() }
 
 // startProfile starts a CPU profile into path ("" profiles nothing) and
 // returns what stops it.
@@ -685,6 +714,8 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 		}
 	}
 
+	cpu0, _ := proc.MachineCPU()
+	t0 := time.Now()
 	o, err := offer(ctx, pool, writer, rate, d, size)
 	if err != nil {
 		return latencyRun{}, err
@@ -714,9 +745,17 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 			return latencyRun{}, fmt.Errorf("only %d of %d events acknowledged", len(got), len(o.ids))
 		}
 	}
+	// How busy the machine was, every process on it: a p99 measured with
+	// the cores saturated is queueing for CPU, whatever the relay does.
+	cpu1, err := proc.MachineCPU()
+	busy := 0.0
+	if err == nil {
+		busy = cpu1.Seconds() - cpu0.Seconds()
+		busy /= time.Since(t0).Seconds() * float64(runtime.NumCPU())
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	lr := latencyRun{offered: o, duplicates: dups}
+	lr := latencyRun{offered: o, duplicates: dups, busy: busy}
 	lr.p50, lr.p99 = percentiles(got, func(a publisher.Ack) time.Duration { return a.Acked.Sub(a.Inserted) })
 	lr.legs = ackLegs(got)
 	return lr, nil
@@ -768,12 +807,13 @@ type latencyRun struct {
 	p50, p99   time.Duration
 	offered    offered
 	duplicates int
-	legs       []leg // where the time went, when the relay told
+	legs       []leg   // where the time went, when the relay told
+	busy       float64 // the share of the machine's cores busy meanwhile
 }
 
 func (l latencyRun) String() string {
-	return fmt.Sprintf("%d events, %s; %d acknowledged twice): p50 %s  p99 %s", len(l.offered.ids), l.offered,
-		l.duplicates, l.p50.Round(100*time.Microsecond), l.p99.Round(100*time.Microsecond))
+	return fmt.Sprintf("%d events, %s; %d acknowledged twice; the machine %.0f%% busy): p50 %s  p99 %s", len(l.offered.ids), l.offered,
+		l.duplicates, 100*l.busy, l.p50.Round(100*time.Microsecond), l.p99.Round(100*time.Microsecond))
 }
 
 // legsLine is a line of each leg's percentiles ("" when the relay told none).
