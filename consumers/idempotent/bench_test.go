@@ -450,4 +450,3 @@ func (s cpuSpent) per(n int) string {
 		100*s.machine.Seconds()/s.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), s.wall.Seconds(),
 		100*ours.Seconds()/max(s.machine.Seconds(), 1e-9))
 }
-
