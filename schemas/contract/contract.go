@@ -18,9 +18,12 @@ package contract
 //go:generate go run ../internal/contractgen -out contract_gen.go
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+
+	// Decodes as encoding/json does, about three times faster: every
+	// handler decodes every event it takes (TestDecodeAgreesWithEncodingJSON).
+	"github.com/segmentio/encoding/json"
 
 	"github.com/concordhq/concord/schemas"
 	"github.com/concordhq/concord/schemas/compat"

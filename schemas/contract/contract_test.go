@@ -81,6 +81,14 @@ func TestExamplesRoundTripThroughGeneratedTypes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s: %v", typ, f.Name(), err)
 			}
+			// Decode's library must read what encoding/json reads.
+			std := reflect.New(reflect.TypeOf(p))
+			if err := json.Unmarshal(env.Data, std.Interface()); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(std.Elem().Interface(), p) {
+				t.Errorf("%s %s: Decode gave %+v, encoding/json %+v", typ, f.Name(), p, std.Elem().Interface())
+			}
 			if p.EventType().String() != typ || p.EventVersion() != env.EventVersion {
 				t.Fatalf("%s: payload says %s v%d", f.Name(), p.EventType(), p.EventVersion())
 			}
