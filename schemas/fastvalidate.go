@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/concordhq/concord/infra/jsonscan"
 )
 
 // acceptsEncoded is fastSchema.accepts run over the JSON bytes directly,
@@ -77,7 +79,7 @@ func (v *fastValidator) value(f *fastSchema, depth int) bool {
 func (v *fastValidator) plainString() ([]byte, bool) {
 	v.i++ // "
 	start, ascii := v.i, true
-	for ; v.i < len(v.b); v.i++ {
+	for v.i = jsonscan.PlainEnd(v.b, v.i); v.i < len(v.b); v.i = jsonscan.PlainEnd(v.b, v.i+1) {
 		switch c := v.b[v.i]; {
 		case c == '"':
 			s := v.b[start:v.i]
@@ -85,7 +87,7 @@ func (v *fastValidator) plainString() ([]byte, bool) {
 			return s, ascii || utf8.Valid(s)
 		case c == '\\' || c < 0x20:
 			return nil, false
-		case c >= utf8.RuneSelf:
+		default: // 0x80 and above
 			ascii = false
 		}
 	}

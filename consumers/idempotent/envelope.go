@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/concordhq/concord/infra/jsonscan"
 	"github.com/concordhq/concord/schemas"
 )
 
@@ -124,7 +125,7 @@ func (s *scan) plainString() ([]byte, bool) {
 		return nil, false
 	}
 	start, ascii := s.i, true
-	for ; s.i < len(s.b); s.i++ {
+	for s.i = jsonscan.PlainEnd(s.b, s.i); s.i < len(s.b); s.i = jsonscan.PlainEnd(s.b, s.i+1) {
 		switch c := s.b[s.i]; {
 		case c == '"':
 			v := s.b[start:s.i]
@@ -132,7 +133,7 @@ func (s *scan) plainString() ([]byte, bool) {
 			return v, ascii || utf8.Valid(v)
 		case c == '\\' || c < 0x20:
 			return nil, false
-		case c >= utf8.RuneSelf:
+		default: // 0x80 and above
 			ascii = false
 		}
 	}
@@ -231,7 +232,7 @@ func (s *scan) skipString() bool {
 	if !s.byte('"') {
 		return false
 	}
-	for s.i < len(s.b) {
+	for s.i = jsonscan.PlainEnd(s.b, s.i); s.i < len(s.b); s.i = jsonscan.PlainEnd(s.b, s.i) {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
