@@ -52,6 +52,15 @@ var ErrInvalidEvent = errors.New("invalid event")
 type Writer struct {
 	// TopicPrefix is put before every catalog topic ("" in production).
 	TopicPrefix string
+	// NoWake appends without the NOTIFY that wakes polling relays. Set it
+	// when the outbox is relayed with relay --mode wal, which reads each
+	// commit from the WAL and listens for nothing. A transaction that
+	// notifies holds PostgreSQL's one notification lock from its commit
+	// until the commit is flushed, so notifying commits of the whole
+	// server wait for each other: on a 2-core machine, eight clients
+	// committed 1,100 single-row inserts a second with the NOTIFY and
+	// 3,900 without it.
+	NoWake bool
 }
 
 // Append is Writer{}.Append: the event goes to its catalog topic.
@@ -61,7 +70,8 @@ func Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelope, error) 
 
 // Append validates ev against the schema catalog, fills event_id (UUIDv7),
 // timestamp, aggregate_type, topic and partition key, inserts the row with
-// tx and NOTIFYs the relay (delivered when tx commits). The row keeps the
+// tx and NOTIFYs the relay (delivered when tx commits; not with NoWake).
+// The row keeps the
 // traceparent of ctx's span, if any (see Traced).
 //
 // An invalid event is a programming error: Append returns an error wrapping
@@ -73,20 +83,32 @@ func (w Writer) Append(ctx context.Context, tx pgx.Tx, ev Event) (schemas.Envelo
 	if err != nil {
 		return schemas.Envelope{}, err
 	}
-	if _, err := tx.Exec(ctx, insertNotifySQL, rec.notifyArgs()...); err != nil {
+	sql, args := w.insert(rec)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		return schemas.Envelope{}, fmt.Errorf("outbox append %s event %s: %w", rec.EventType, env.EventID, err)
 	}
 	return env, nil
+}
+
+// insert is the statement that appends rec, and its arguments: with the
+// relay's NOTIFY, or without it for NoWake.
+func (w Writer) insert(rec Record) (string, []any) {
+	if w.NoWake {
+		return insertSQL, rec.args()
+	}
+	return insertNotifySQL, rec.notifyArgs()
 }
 
 // insertNotifySQL inserts a row and NOTIFYs the relays in one statement:
 // the notification is the transaction's like a separate pg_notify's
 // (delivered at commit, folded with the others of the transaction that
 // name the same key hash), and an event costs one statement instead of two.
-const insertNotifySQL = `with appended as (insert into outbox
- (event_id, aggregate_type, aggregate_id, partition_key, key_hash, topic, event_type, event_version, payload, headers)
- values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning 1)
+const insertNotifySQL = `with appended as (` + insertSQL + ` returning 1)
 select pg_notify($11, $12) from appended`
+
+const insertSQL = `insert into outbox
+ (event_id, aggregate_type, aggregate_id, partition_key, key_hash, topic, event_type, event_version, payload, headers)
+ values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 
 // Record is an outbox row as Append would insert it. Prepare exposes it so
 // bulk loaders (benchmarks, imports) can COPY validated rows.

@@ -187,6 +187,58 @@ func TestAppendNotifiesTheRelayOnCommit(t *testing.T) {
 	}
 }
 
+// A Writer with NoWake appends through every path without a NOTIFY: the
+// first notification a listener gets after those commits is the marker
+// committed after them.
+func TestNoWakeAppendsWithoutNotifying(t *testing.T) {
+	w := outbox.Writer{NoWake: true}
+	pool := newDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "listen "+outbox.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	ev := func() outbox.Event { return outbox.Event{Payload: orderCreated(uuid.NewString(), 1)} }
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := w.Append(ctx, tx, ev()); err != nil {
+			return err
+		}
+		var b pgx.Batch
+		if _, err := w.Queue(&b, ev()); err != nil {
+			return err
+		}
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return err
+		}
+		return w.Emitting(ctx, tx, func(out outbox.Emitter) error {
+			_, err := out.Emit(ev())
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := pool.QueryRow(ctx, "select count(*) from outbox").Scan(&rows); err != nil || rows != 3 {
+		t.Fatalf("%d rows appended, want 3 (%v)", rows, err)
+	}
+	if _, err := pool.Exec(ctx, "select pg_notify($1, 'marker')", outbox.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	n, err := conn.Conn().WaitForNotification(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Payload != "marker" {
+		t.Fatalf("a NoWake append notified (payload %q)", n.Payload)
+	}
+}
+
 func TestRetryAndSkipOnlyTouchParkedRows(t *testing.T) {
 	pool := newDB(t)
 	ctx := context.Background()

@@ -26,7 +26,8 @@ func (w Writer) Queue(b *pgx.Batch, ev Event) (schemas.Envelope, error) {
 	if err != nil {
 		return schemas.Envelope{}, err
 	}
-	b.Queue(insertNotifySQL, rec.notifyArgs()...)
+	sql, args := w.insert(rec)
+	b.Queue(sql, args...)
 	return env, nil
 }
 
@@ -70,8 +71,8 @@ func (b *Buffer) Emit(ev Event) (schemas.Envelope, error) {
 	return env, nil
 }
 
-// Flush writes the kept rows with tx and notifies the relays (on commit),
-// then empties the buffer. Call it in the transaction of the change the
+// Flush writes the kept rows with tx and notifies the relays (on commit;
+// not with the Writer's NoWake), then empties the buffer. Call it in the transaction of the change the
 // events report, before commit, or the events are lost with the change kept.
 func (b *Buffer) Flush(ctx context.Context, tx pgx.Tx) error {
 	if len(b.recs) == 0 {
@@ -84,8 +85,10 @@ func (b *Buffer) Flush(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"outbox"}, Columns, pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("outbox: copy %d events (first %s %s): %w", len(rows), b.recs[0].EventType, b.recs[0].EventID, err)
 	}
-	if _, err := tx.Exec(ctx, notifySQL, NotifyChannel); err != nil {
-		return fmt.Errorf("outbox notify after %d events: %w", len(rows), err)
+	if !b.w.NoWake {
+		if _, err := tx.Exec(ctx, notifySQL, NotifyChannel); err != nil {
+			return fmt.Errorf("outbox notify after %d events: %w", len(rows), err)
+		}
 	}
 	b.recs = b.recs[:0]
 	return nil

@@ -275,6 +275,10 @@ func measureWAL(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, w
 	// The lower rates show where the p99 holds on this machine: at the
 	// offered rate its cores may be saturated by the appending
 	// transactions, the broker and the relay together.
+	// A WAL relay listens for nothing: appending without the NOTIFY keeps
+	// the appenders' commits off PostgreSQL's notification lock, as a
+	// deployment with relay --mode wal would (outbox.Writer.NoWake).
+	writer.NoWake = true
 	for _, r := range append([]int{rate}, sweep...) {
 		if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
 			return err
