@@ -80,6 +80,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	// Produce the events: 1 KiB envelopes of order.created v2.
 	rows := make([]benchRow, n)
 	pad := strings.Repeat("x", 620)
+	// Uncompressed, as the relay publishes by default (--compression none).
 	cl := k.Client(b, kgo.ProducerLinger(10*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	t0 := time.Now()
 	var wg sync.WaitGroup
