@@ -13,6 +13,7 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 18m
 FUZZ_TARGETS := \
 	./schemas:FuzzParseFastDecodesAsEncodingJSON \
 	./schemas:FuzzFastPathAcceptsOnlyWhatJSONSchemaAccepts \
+	./schemas/contract:FuzzDecodeAgreesWithEncodingJSON \
 	./consumers/idempotent:FuzzDecodeEnvelopeFastDecodesAsEncodingJSON \
 	./services/order:FuzzOrderRequestThatValidatesIsStorable \
 	./schemas/compat:FuzzDiffJSONSchemaSelfAndDeterminism \
