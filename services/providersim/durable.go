@@ -15,14 +15,19 @@ import (
 // no id is handed out twice. Snapshots are group commits: whoever waits at
 // once shares one write.
 
-// durableAfter is the snapshot a change made so far will be in: 0 when
-// nothing is waiting to be written (or state is not persisted). Called with
-// s.mu held.
+// durableAfter is the snapshot every change made so far will be in: the
+// next one while something is unwritten, else the newest taken, which may
+// still be in flight (a read of a change it holds waits for it too, or a
+// crash during the write would take back what the reader was told); 0 when
+// state is not persisted. Called with s.mu held.
 func (s *Server) durableAfter() uint64 {
-	if s.cfg.DataDir == "" || !s.dirty {
+	switch {
+	case s.cfg.DataDir == "":
 		return 0
+	case s.dirty:
+		return s.epoch + 1
 	}
-	return s.epoch + 1
+	return s.epoch
 }
 
 // waitDurable returns once snapshot need (from durableAfter) is written;

@@ -538,7 +538,7 @@ func (s *Server) snapshot() error {
 		b, err = marshalState(st)
 	}
 	if err == nil {
-		err = writeSnapshot(s.cfg.DataDir, b)
+		err = writeSnapshotFile(s.cfg.DataDir, b)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -199,6 +199,10 @@ func loadState(dir string) (*state, error) {
 // file in the same directory, syncs it, renames it over the old one and
 // syncs the directory. A crash leaves either the old or the new snapshot,
 // never a torn one.
+// writeSnapshotFile is how snapshots are written; a test holds one in
+// flight through it.
+var writeSnapshotFile = writeSnapshot
+
 func writeSnapshot(dir string, b []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("providersim: creating data dir %s: %w", dir, err)
