@@ -167,16 +167,7 @@ func TestAppendNotifiesTheRelayOnCommit(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			pool := newDB(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Release()
-			if _, err := conn.Exec(ctx, "listen "+outbox.NotifyChannel); err != nil {
-				t.Fatal(err)
-			}
+			ctx, conn := listening(t, pool)
 			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return write(ctx, tx) }); err != nil {
 				t.Fatal(err)
 			}
@@ -193,18 +184,9 @@ func TestAppendNotifiesTheRelayOnCommit(t *testing.T) {
 func TestNoWakeAppendsWithoutNotifying(t *testing.T) {
 	w := outbox.Writer{NoWake: true}
 	pool := newDB(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "listen "+outbox.NotifyChannel); err != nil {
-		t.Fatal(err)
-	}
+	ctx, conn := listening(t, pool)
 	ev := func() outbox.Event { return outbox.Event{Payload: orderCreated(uuid.NewString(), 1)} }
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := w.Append(ctx, tx, ev()); err != nil {
 			return err
 		}
@@ -303,4 +285,21 @@ func TestAppendTakesTheAggregateTypeFromTheCatalogAndHonoursATopicPrefix(t *test
 	if err := pool.QueryRow(ctx, `select topic from outbox where event_id = $1`, env.EventID).Scan(&topic); err != nil || topic != "run42.payment-events" {
 		t.Fatalf("topic %q (%v), want the prefixed catalog topic", topic, err)
 	}
+}
+
+// listening holds a connection of pool that listens on the relays'
+// channel, and a context for the test's waits.
+func listening(t *testing.T, pool *pgxpool.Pool) (context.Context, *pgxpool.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(ctx, "listen "+outbox.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, conn
 }
