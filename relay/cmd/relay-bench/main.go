@@ -730,14 +730,14 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 	// and a scan of every offered id under it would delay the acks it
 	// measures. Acks of other events (the warm-up's) make the count an
 	// upper bound, so the offered ids are checked once it is reached.
-	got := make([]publisher.Ack, 0, len(o.ids))
+	got := make([]timedAck, 0, len(o.ids))
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		mu.Lock()
 		if len(acks) >= len(o.ids) {
 			got = got[:0]
-			for _, id := range o.ids {
+			for i, id := range o.ids {
 				if a, ok := acks[id]; ok {
-					got = append(got, a)
+					got = append(got, timedAck{a, o.returned[i]})
 				}
 			}
 		}
@@ -760,7 +760,7 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 	mu.Lock()
 	defer mu.Unlock()
 	lr := latencyRun{offered: o, duplicates: dups, busy: busy}
-	lr.p50, lr.p99 = percentiles(got, func(a publisher.Ack) time.Duration { return a.Acked.Sub(a.Inserted) })
+	lr.p50, lr.p99 = percentiles(got, func(a timedAck) time.Duration { return a.Acked.Sub(a.Inserted) })
 	lr.legs = ackLegs(got)
 	return lr, nil
 }
@@ -771,32 +771,44 @@ type leg struct {
 	p50, p99 time.Duration
 }
 
+// timedAck is an event's ack and when its commit returned to the
+// appender.
+type timedAck struct {
+	publisher.Ack
+	returned time.Time
+}
+
 // ackLegs splits commit-to-ack, measured from the row's insert
 // (created_at), where the relay knows the times: from the insert to its
 // transaction's commit (WAL mode only: the stream gives the commit time),
-// until the relay read the row, until Kafka's ack; and in WAL mode the
-// commit-to-ack from the commit itself.
-func ackLegs(acks []publisher.Ack) []leg {
+// until the relay read the row, until Kafka's ack; in WAL mode the
+// commit-to-ack from the commit itself, and from the commit to its
+// return to the appender (the WAL flush and the answer). Last, from the
+// commit's return to the ack: what an application that saw its commit
+// succeed waits for the event to be in Kafka.
+func ackLegs(acks []timedAck) []leg {
 	var legs []leg
-	add := func(name string, d func(publisher.Ack) time.Duration) {
+	add := func(name string, d func(timedAck) time.Duration) {
 		p50, p99 := percentiles(acks, d)
 		legs = append(legs, leg{name, p50, p99})
 	}
 	wal := !acks[0].Committed.IsZero()
 	if wal {
-		add("insert → commit", func(a publisher.Ack) time.Duration { return a.Committed.Sub(a.Inserted) })
-		add("commit → read", func(a publisher.Ack) time.Duration { return a.Read.Sub(a.Committed) })
+		add("insert → commit", func(a timedAck) time.Duration { return a.Committed.Sub(a.Inserted) })
+		add("commit → read", func(a timedAck) time.Duration { return a.Read.Sub(a.Committed) })
 	} else {
-		add("insert → read", func(a publisher.Ack) time.Duration { return a.Read.Sub(a.Inserted) })
+		add("insert → read", func(a timedAck) time.Duration { return a.Read.Sub(a.Inserted) })
 	}
-	add("read → ack", func(a publisher.Ack) time.Duration { return a.Acked.Sub(a.Read) })
+	add("read → ack", func(a timedAck) time.Duration { return a.Acked.Sub(a.Read) })
 	if wal {
-		add("commit → ack", func(a publisher.Ack) time.Duration { return a.Acked.Sub(a.Committed) })
+		add("commit → ack", func(a timedAck) time.Duration { return a.Acked.Sub(a.Committed) })
+		add("commit → its return", func(a timedAck) time.Duration { return a.returned.Sub(a.Committed) })
 	}
+	add("return → ack", func(a timedAck) time.Duration { return a.Acked.Sub(a.returned) })
 	return legs
 }
 
-func percentiles(acks []publisher.Ack, d func(publisher.Ack) time.Duration) (p50, p99 time.Duration) {
+func percentiles(acks []timedAck, d func(timedAck) time.Duration) (p50, p99 time.Duration) {
 	ds := make([]time.Duration, len(acks))
 	for i, a := range acks {
 		ds[i] = d(a)
@@ -832,10 +844,12 @@ func (l latencyRun) legsLine() string {
 	return "                   each leg's p50 / p99: " + strings.Join(parts, ", ") + "\n"
 }
 
-// offered is what offer appended: each event's id, and the rate reached.
+// offered is what offer appended: each event's id and when its commit
+// returned, and the rate reached.
 type offered struct {
-	ids     []string
-	elapsed time.Duration // from the first append's schedule to the last commit
+	ids      []string
+	returned []time.Time
+	elapsed  time.Duration // from the first append's schedule to the last commit
 }
 
 func (o offered) String() string {
@@ -857,7 +871,7 @@ func offer(ctx context.Context, pool *pgxpool.Pool, writer outbox.Writer, rate i
 		keys[i] = uuid.NewString()
 	}
 	pad := max(size-420, 0)
-	ids := make([]string, total)
+	ids, returned := make([]string, total), make([]time.Time, total)
 	jobs := make(chan int, total)
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -872,6 +886,7 @@ func offer(ctx context.Context, pool *pgxpool.Pool, writer outbox.Writer, rate i
 					ids[i] = env.EventID
 					return err
 				})
+				returned[i] = time.Now()
 				if err != nil {
 					select {
 					case errc <- err:
@@ -896,5 +911,5 @@ func offer(ctx context.Context, pool *pgxpool.Pool, writer outbox.Writer, rate i
 		return offered{}, err
 	default:
 	}
-	return offered{ids: ids, elapsed: time.Since(start)}, nil
+	return offered{ids: ids, returned: returned, elapsed: time.Since(start)}, nil
 }

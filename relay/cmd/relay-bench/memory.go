@@ -38,7 +38,8 @@ func processMemory(ctx context.Context, kcfg kit.KafkaConfig, dbURL string, pool
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "relay")
-	if err := proc.GoBuild(".", bin, "./cmd/relay"); err != nil {
+	// By import path, so the bench runs from anywhere in the workspace.
+	if err := proc.GoBuild(".", bin, "github.com/concordhq/concord/relay/cmd/relay"); err != nil {
 		return err
 	}
 	for _, mode := range modes {
