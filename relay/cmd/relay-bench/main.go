@@ -257,6 +257,22 @@ func measurePoll(ctx context.Context, cl *kgo.Client, cfg publisher.Config, pool
 // each of the sweep's rates.
 func measureWAL(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, writer outbox.Writer,
 	backlog func() ([]outbox.Record, error), relayRate float64, rate int, sweep []int, rateFor time.Duration, payload int, cpuProfile string) error {
+	// A WAL relay listens for nothing: appending without the NOTIFY keeps
+	// the appenders' commits off PostgreSQL's notification lock, as a
+	// deployment with relay --mode wal would (outbox.Writer.NoWake).
+	writer.NoWake = true
+	// The offered load with no relay running (and no slot yet): how busy
+	// the appending transactions alone keep the machine, to read beside
+	// each latency run's figure.
+	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
+		return err
+	}
+	busy := busySince()
+	o, err := offer(ctx, pool, writer, rate, rateFor, payload)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  appenders alone  at %d events/s offered, no relay running (%s): the machine %.0f%% busy\n", rate, o, 100*busy())
 	rows, err := backlog()
 	if err != nil {
 		return err
@@ -275,10 +291,6 @@ func measureWAL(ctx context.Context, cfg publisher.Config, pool *pgxpool.Pool, w
 	// The lower rates show where the p99 holds on this machine: at the
 	// offered rate its cores may be saturated by the appending
 	// transactions, the broker and the relay together.
-	// A WAL relay listens for nothing: appending without the NOTIFY keeps
-	// the appenders' commits off PostgreSQL's notification lock, as a
-	// deployment with relay --mode wal would (outbox.Writer.NoWake).
-	writer.NoWake = true
 	for _, r := range append([]int{rate}, sweep...) {
 		if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
 			return err
@@ -718,8 +730,7 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 		}
 	}
 
-	cpu0, _ := proc.MachineCPU()
-	t0 := time.Now()
+	busy := busySince()
 	o, err := offer(ctx, pool, writer, rate, d, size)
 	if err != nil {
 		return latencyRun{}, err
@@ -751,18 +762,27 @@ func latency(ctx context.Context, rn runner, pool *pgxpool.Pool, writer outbox.W
 	}
 	// How busy the machine was, every process on it: a p99 measured with
 	// the cores saturated is queueing for CPU, whatever the relay does.
-	cpu1, err := proc.MachineCPU()
-	busy := 0.0
-	if err == nil {
-		busy = cpu1.Seconds() - cpu0.Seconds()
-		busy /= time.Since(t0).Seconds() * float64(runtime.NumCPU())
-	}
 	mu.Lock()
 	defer mu.Unlock()
-	lr := latencyRun{offered: o, duplicates: dups, busy: busy}
+	lr := latencyRun{offered: o, duplicates: dups, busy: busy()}
 	lr.p50, lr.p99 = percentiles(got, func(a timedAck) time.Duration { return a.Acked.Sub(a.Inserted) })
 	lr.legs = ackLegs(got)
 	return lr, nil
+}
+
+// busySince starts measuring the share of the machine's cores busy, every
+// process on it, from now until the returned function is called (0 where
+// /proc/stat cannot be read).
+func busySince() func() float64 {
+	cpu0, err0 := proc.MachineCPU()
+	t0 := time.Now()
+	return func() float64 {
+		cpu1, err := proc.MachineCPU()
+		if err0 != nil || err != nil {
+			return 0
+		}
+		return (cpu1 - cpu0).Seconds() / (time.Since(t0).Seconds() * float64(runtime.NumCPU()))
+	}
 }
 
 // leg is one part of commit-to-ack, its p50 and p99 over the run's events.
