@@ -73,6 +73,7 @@ func run(ctx context.Context, args []string) error {
 	rateFor := fs.Duration("rate-duration", "", 15*time.Second, "length of the latency run")
 	walRates := fs.String("wal-rates", "", "500,1000", "lower offered loads (comma-separated events/s) at which the WAL relay's commit-to-ack is measured too, after --rate; empty for none")
 	compression := fs.String("compression", "", "none", "producer compression")
+	linger := fs.Duration("linger", "", 0, "relay producer linger, as relay --linger")
 	cpuProfile := fs.String("cpuprofile", "", "", "write a CPU profile of the relay's backlog drain to this file")
 	walProfile := fs.String("wal-cpuprofile", "", "", "write a CPU profile of the WAL relay's backlog drain to this file")
 	peerList := fs.String("peers", "", "poll,wal,debezium", "comma-separated relays to measure: poll (with the Kafka and database ceilings and the traced drain), "+
@@ -116,7 +117,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	kcfg := kf.Config()
-	cfg := publisher.Config{Pool: pool, Kafka: kcfg, Logger: log, BatchSize: *batch, Workers: *workers, Compression: *compression}
+	cfg := publisher.Config{Pool: pool, Kafka: kcfg, Logger: log, BatchSize: *batch, Workers: *workers, Compression: *compression, Linger: *linger}
 	cl, err := kit.NewKafkaClient(ctx, kcfg, log, publisher.ProducerOpts(cfg, func(string) (int32, bool) { return 0, false })...)
 	if err != nil {
 		return err
