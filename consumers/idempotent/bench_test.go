@@ -448,6 +448,6 @@ func (s cpuSpent) per(n int) string {
 	ours := s.ours()
 	return fmt.Sprintf("%s; the machine %.3f (%.0f%% of its %d cores busy over %.1f s, %.0f%% of that by the processes named)",
 		strings.Join(parts, ", "), s.machine.Seconds()*1000/float64(n),
-		100*s.machine.Seconds()/s.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), s.wall.Seconds(),
+		100*proc.BusyShare(s.machine, s.wall), runtime.NumCPU(), s.wall.Seconds(),
 		100*ours.Seconds()/max(s.machine.Seconds(), 1e-9))
 }

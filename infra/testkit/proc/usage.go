@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -207,6 +208,12 @@ func MachineCPU() (time.Duration, error) {
 		return 0, err
 	}
 	return statMachineCPU(b)
+}
+
+// BusyShare is the share of the machine's cores (0 to 1) that machine, a
+// difference of MachineCPU, kept busy over wall.
+func BusyShare(machine, wall time.Duration) float64 {
+	return machine.Seconds() / max(wall.Seconds(), 1e-9) / float64(runtime.NumCPU())
 }
 
 func statMachineCPU(stat []byte) (time.Duration, error) {

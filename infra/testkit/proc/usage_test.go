@@ -3,6 +3,7 @@ package proc
 import (
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -94,5 +95,12 @@ func TestListenerPIDFindsTheListeningProcess(t *testing.T) {
 	l.Close()
 	if pid, err := ListenerPID(port); err == nil {
 		t.Fatalf("a closed listener still found, in pid %d", pid)
+	}
+}
+
+func TestBusyShareIsOfEveryCore(t *testing.T) {
+	cores := time.Duration(runtime.NumCPU())
+	if got := BusyShare(cores*time.Second/2, time.Second); got != 0.5 {
+		t.Fatalf("half of every core's second: %v, want 0.5", got)
 	}
 }

@@ -782,7 +782,7 @@ func busySince() func() float64 {
 		if err0 != nil || err != nil {
 			return 0
 		}
-		return (cpu1 - cpu0).Seconds() / (time.Since(t0).Seconds() * float64(runtime.NumCPU()))
+		return proc.BusyShare(cpu1-cpu0, time.Since(t0))
 	}
 }
 
