@@ -15,9 +15,72 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 )
 
-// batchResult is what one committed batch did.
+// batchResult is what one committed batch did: in all and, for a batch
+// that joined several partitions' batches, per partition.
 type batchResult struct {
+	counts
+	parts map[topicPartition]*counts // nil for a batch of one partition
+}
+
+type counts struct {
 	applied, duplicates, deadLettered, ignored int
+}
+
+type outcome int
+
+const (
+	outcomeApplied outcome = iota
+	outcomeDuplicate
+	outcomeDeadLettered
+	outcomeIgnored
+)
+
+func (c *counts) add(o outcome) {
+	switch o {
+	case outcomeApplied:
+		c.applied++
+	case outcomeDuplicate:
+		c.duplicates++
+	case outcomeDeadLettered:
+		c.deadLettered++
+	case outcomeIgnored:
+		c.ignored++
+	}
+}
+
+// note counts the outcome of one record.
+func (res *batchResult) note(rec *kgo.Record, o outcome) {
+	res.add(o)
+	if res.parts != nil {
+		tp := topicPartition{rec.Topic, rec.Partition}
+		c := res.parts[tp]
+		if c == nil {
+			c = &counts{}
+			res.parts[tp] = c
+		}
+		c.add(o)
+	}
+}
+
+// of is what the batch did to partition tp's records.
+func (res batchResult) of(tp topicPartition) counts {
+	if res.parts == nil {
+		return res.counts
+	}
+	if c := res.parts[tp]; c != nil {
+		return *c
+	}
+	return counts{}
+}
+
+// spansPartitions reports whether recs come from more than one partition.
+func spansPartitions(recs []decoded) bool {
+	for _, d := range recs[1:] {
+		if d.rec.Partition != recs[0].rec.Partition || d.rec.Topic != recs[0].rec.Topic {
+			return true
+		}
+	}
+	return false
 }
 
 // errNeedSavepoints aborts the fast path of a batch: a handler failed
@@ -32,9 +95,10 @@ type deadLetter struct {
 	err    error
 }
 
-// applyBatch applies one batch of one partition in one transaction and
-// commits it. It returns an error only for transient failures; nothing of
-// the batch is committed then.
+// applyBatch applies one batch in one transaction and commits it: the
+// records of one partition, or of several (Config.JoinPartitions), each
+// partition's in offset order. It returns an error only for transient
+// failures; nothing of the batch is committed then.
 //
 // The fast path records all events of the batch with one multi-row INSERT …
 // ON CONFLICT DO NOTHING RETURNING event_id and calls the handler of each
@@ -45,16 +109,19 @@ type deadLetter struct {
 // outcome is the same as savepoints everywhere; the fast path saves two
 // round trips per event in the common case.
 func (r *Runner) applyBatch(ctx context.Context, recs []decoded) (batchResult, error) {
+	joined := spansPartitions(recs)
+	skipped := newResult(joined)
 	// Records of types the handler ignores take no part; a batch of only
 	// those needs no transaction at all.
 	ignored := 0
 	for _, d := range recs {
 		if d.ignored {
 			ignored++
+			skipped.note(d.rec, outcomeIgnored)
 		}
 	}
 	if ignored == len(recs) {
-		return batchResult{ignored: ignored}, nil
+		return skipped, nil
 	}
 	if ignored > 0 {
 		kept := make([]decoded, 0, len(recs)-ignored)
@@ -65,20 +132,38 @@ func (r *Runner) applyBatch(ctx context.Context, recs []decoded) (batchResult, e
 		}
 		recs = kept
 	}
-	res, err := r.applyFast(ctx, recs)
+	res, err := r.applyFast(ctx, recs, joined)
 	if errors.Is(err, errNeedSavepoints) {
-		res, err = r.applyCareful(ctx, recs)
+		res, err = r.applyCareful(ctx, recs, joined)
+	}
+	if err != nil {
+		return res, err
 	}
 	res.ignored = ignored
-	return res, err
+	for tp, c := range skipped.parts {
+		if res.parts[tp] == nil {
+			res.parts[tp] = &counts{}
+		}
+		res.parts[tp].ignored = c.ignored
+	}
+	return res, nil
 }
 
-func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult, err error) {
+// newResult is an empty result, kept per partition for a joined batch.
+func newResult(joined bool) batchResult {
+	if joined {
+		return batchResult{parts: map[topicPartition]*counts{}}
+	}
+	return batchResult{}
+}
+
+func (r *Runner) applyFast(ctx context.Context, recs []decoded, joined bool) (res batchResult, err error) {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return res, fmt.Errorf("begin: %w", err)
 	}
 	defer rollback(tx, &err)
+	res = newResult(joined)
 
 	fresh, err := r.recordAll(ctx, tx, recs)
 	if err != nil {
@@ -97,7 +182,7 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 			dead = append(dead, deadLetter{d: d, reason: d.reason, err: d.err})
 		case fresh[d.id]:
 			delete(fresh, d.id) // a second copy later in the batch is a duplicate
-			res.applied++
+			res.note(d.rec, outcomeApplied)
 			if r.cfg.BatchHandler != nil {
 				batch = append(batch, d.ev)
 				batchRecs = append(batchRecs, d)
@@ -113,7 +198,7 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 				return res, eventErr(d, herr)
 			}
 		default:
-			res.duplicates++
+			res.note(d.rec, outcomeDuplicate)
 			r.markDuplicate(ctx, d)
 		}
 	}
@@ -139,12 +224,13 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult
 	return r.finish(ctx, tx, recs, dead, res)
 }
 
-func (r *Runner) applyCareful(ctx context.Context, recs []decoded) (res batchResult, err error) {
+func (r *Runner) applyCareful(ctx context.Context, recs []decoded, joined bool) (res batchResult, err error) {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return res, fmt.Errorf("begin: %w", err)
 	}
 	defer rollback(tx, &err)
+	res = newResult(joined)
 
 	var dead []deadLetter
 	for _, d := range recs {
@@ -161,7 +247,7 @@ func (r *Runner) applyCareful(ctx context.Context, recs []decoded) (res batchRes
 			return res, eventErr(d, fmt.Errorf("record processed event: %w", err))
 		}
 		if tag.RowsAffected() == 0 {
-			res.duplicates++
+			res.note(d.rec, outcomeDuplicate)
 			r.markDuplicate(ctx, d)
 			if err := sp.Commit(ctx); err != nil { // RELEASE SAVEPOINT
 				return res, eventErr(d, err)
@@ -190,7 +276,7 @@ func (r *Runner) applyCareful(ctx context.Context, recs []decoded) (res batchRes
 		if err := sp.Commit(ctx); err != nil {
 			return res, eventErr(d, err)
 		}
-		res.applied++
+		res.note(d.rec, outcomeApplied)
 	}
 	return r.finish(ctx, tx, recs, dead, res)
 }
@@ -210,7 +296,7 @@ func (r *Runner) finish(ctx context.Context, tx pgx.Tx, recs []decoded, dead []d
 		if fresh {
 			publish = append(publish, rec)
 		}
-		res.deadLettered++
+		res.note(dl.d.rec, outcomeDeadLettered)
 	}
 	if len(publish) > 0 {
 		if err := r.cl.ProduceSync(ctx, publish...).FirstErr(); err != nil {
@@ -227,6 +313,14 @@ func (r *Runner) finish(ctx context.Context, tx pgx.Tx, recs []decoded, dead []d
 const insertMany = `
 INSERT INTO processed_events (consumer_group, event_id, topic, partition, "offset")
 SELECT $1, e.id, $2, $3, e.off FROM unnest($4::uuid[], $5::bigint[]) WITH ORDINALITY AS e(id, off, n)
+ORDER BY e.n
+ON CONFLICT (consumer_group, event_id) DO NOTHING
+RETURNING event_id`
+
+// insertManyJoined is insertMany for a batch of several partitions.
+const insertManyJoined = `
+INSERT INTO processed_events (consumer_group, event_id, topic, partition, "offset")
+SELECT $1, e.id, e.topic, e.part, e.off FROM unnest($2::uuid[], $3::text[], $4::int[], $5::bigint[]) WITH ORDINALITY AS e(id, topic, part, off, n)
 ORDER BY e.n
 ON CONFLICT (consumer_group, event_id) DO NOTHING
 RETURNING event_id`
@@ -259,7 +353,20 @@ func (r *Runner) recordAll(ctx context.Context, tx pgx.Tx, recs []decoded) (map[
 		return fresh, nil
 	}
 	first := recs[0].rec
-	rows, err := tx.Query(ctx, insertMany, r.cfg.Group, first.Topic, first.Partition, ids, offs)
+	var rows pgx.Rows
+	var err error
+	if spansPartitions(recs) {
+		topics := make([]string, 0, len(ids))
+		parts := make([]int32, 0, len(ids))
+		for _, d := range recs {
+			if d.reason == "" {
+				topics, parts = append(topics, d.rec.Topic), append(parts, d.rec.Partition)
+			}
+		}
+		rows, err = tx.Query(ctx, insertManyJoined, r.cfg.Group, ids, topics, parts, offs)
+	} else {
+		rows, err = tx.Query(ctx, insertMany, r.cfg.Group, first.Topic, first.Partition, ids, offs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("record processed events %s/%d@%d: %w", first.Topic, first.Partition, first.Offset, err)
 	}

@@ -72,8 +72,19 @@ type Config struct {
 	// the same time, i.e. how many pool connections the runner holds.
 	// Default DefaultMaxConcurrentPartitions, capped at the pool's MaxConns.
 	MaxConcurrentPartitions int
-	// MaxBatchRecords caps the records of one partition applied in one
-	// transaction. Default DefaultMaxBatchRecords.
+	// JoinPartitions lets batches that wait for one of those slots ride
+	// in the transaction of the next batch to get one: it applies them
+	// all (up to MaxBatchRecords records) and commits once, and each
+	// partition's offsets move only after that commit. Each partition's
+	// records stay in offset order, and a partition still has one batch
+	// in flight at a time; the BatchHandler then sees events of several
+	// partitions in one call. It pays where slots are few and partitions
+	// many: one slot over two dozen partitions applies a batch of one or
+	// two events per transaction, and the partitions queue behind each
+	// other's commits.
+	JoinPartitions bool
+	// MaxBatchRecords caps the records applied in one transaction.
+	// Default DefaultMaxBatchRecords.
 	MaxBatchRecords int
 	// QueuedBatches is how many polled batches may wait per partition before
 	// the runner pauses fetching that partition. Default DefaultQueuedBatches.

@@ -14,7 +14,9 @@
 // event serialise on the primary key, and the loser sees the conflict.
 //
 // Records of one partition are applied strictly in order; partitions run in
-// parallel, bounded by Config.MaxConcurrentPartitions. The records polled
+// parallel, bounded by Config.MaxConcurrentPartitions. With
+// Config.JoinPartitions the batches waiting for a slot are applied together,
+// in the transaction of the next batch to get one. The records polled
 // and not yet applied are bounded in bytes by Config.MaxBufferedBytes: the
 // runner polls only what fits, however far behind it is.
 //

@@ -52,7 +52,8 @@ type Handler func(ctx context.Context, tx pgx.Tx, ev Event, out outbox.Emitter) 
 
 // BatchHandler applies the effects of several events at once inside tx: the
 // events of one polled batch that this group has not processed before, in
-// offset order. It is the set-based alternative to Handler (set one or the
+// offset order (with Config.JoinPartitions, the batches of several
+// partitions one after another, each in offset order). It is the set-based alternative to Handler (set one or the
 // other in Config): a handler that queues its statements on one pgx.Batch,
 // or writes them with one INSERT … SELECT FROM unnest(…) or COPY, makes one
 // round trip per batch instead of one per event. What it emits through out

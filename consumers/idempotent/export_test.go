@@ -18,3 +18,10 @@ func StartBatch(ctx context.Context, evs []Event, recordContexts []context.Conte
 	bctx, spans, _ := (&Runner{cfg: Config{Group: "test"}}).startBatch(ctx, ds, nil)
 	return bctx, spans
 }
+
+// Waiting is how many batches wait for a slot to join (Config.JoinPartitions).
+func Waiting(r *Runner) int {
+	r.joinMu.Lock()
+	defer r.joinMu.Unlock()
+	return len(r.waiting)
+}

@@ -198,16 +198,10 @@ func (w *partitionWorker) apply(q queued) bool {
 	}
 	last := q.recs[len(q.recs)-1]
 	for attempt := 0; ; attempt++ {
-		select {
-		case r.sem <- struct{}{}:
-		case <-w.stopped:
+		res, took, ok, err := w.applyOnce(recs)
+		if !ok {
 			return false
 		}
-		start := time.Now()
-		ctx, cancel := context.WithTimeout(r.workCtx, r.cfg.BatchTimeout)
-		res, err := r.applyBatch(ctx, recs)
-		cancel()
-		<-r.sem
 		if err == nil {
 			if r.cfg.AfterDBCommit != nil {
 				r.cfg.AfterDBCommit(last.Topic, last.Partition, last.Offset)
@@ -215,7 +209,7 @@ func (w *partitionWorker) apply(q queued) bool {
 			r.cl.MarkCommitOffsets(map[string]map[int32]kgo.EpochOffset{
 				last.Topic: {last.Partition: {Epoch: last.LeaderEpoch, Offset: last.Offset + 1}},
 			})
-			r.observe(w.tp, res, time.Since(start), q.hwm-(last.Offset+1))
+			r.observe(w.tp, res, took, q.hwm-(last.Offset+1))
 			return true
 		}
 		r.m.retries.WithLabelValues(r.cfg.Group, w.tp.topic).Inc()
@@ -238,7 +232,121 @@ func (w *partitionWorker) apply(q queued) bool {
 	}
 }
 
-func (r *Runner) observe(tp topicPartition, res batchResult, took time.Duration, lag int64) {
+// joiner is a batch waiting for a slot (Config.JoinPartitions).
+type joiner struct {
+	tp   topicPartition
+	recs []decoded
+	done chan joined // cap 1: the outcome, from the batch that took it along
+}
+
+type joined struct {
+	res  counts
+	took time.Duration
+	err  error
+}
+
+// applyOnce makes one attempt at recs, in a slot of its own. With
+// Config.JoinPartitions the batch waits as a joiner: the worker that gets
+// a slot first, this one or another, applies it with every other batch
+// waiting, in one transaction. ok is false when the worker was stopped
+// before anything was applied.
+func (w *partitionWorker) applyOnce(recs []decoded) (res counts, took time.Duration, ok bool, err error) {
+	r := w.r
+	if !r.cfg.JoinPartitions {
+		select {
+		case r.sem <- struct{}{}:
+		case <-w.stopped:
+			return res, 0, false, nil
+		}
+		res, took, err = w.lead(recs, nil)
+		return res, took, true, err
+	}
+	j := &joiner{tp: w.tp, recs: recs, done: make(chan joined, 1)}
+	r.joinMu.Lock()
+	r.waiting = append(r.waiting, j)
+	r.joinMu.Unlock()
+	var out joined
+	select {
+	case r.sem <- struct{}{}:
+		if r.unwait(j) {
+			res, took, err = w.lead(recs, r.takeWaiting(r.cfg.MaxBatchRecords-len(recs)))
+			return res, took, true, err
+		}
+		<-r.sem // another batch's transaction took this one along
+		out = <-j.done
+	case out = <-j.done:
+	case <-w.stopped:
+		if r.unwait(j) {
+			return res, 0, false, nil
+		}
+		out = <-j.done // taken along already: its transaction decides
+	}
+	return out.res, out.took, true, out.err
+}
+
+// lead applies recs, and the batches of riders with them, in one
+// transaction in the slot the worker holds, which it then gives back; it
+// tells each rider the outcome.
+func (w *partitionWorker) lead(recs []decoded, riders []*joiner) (counts, time.Duration, error) {
+	r := w.r
+	all := recs
+	if len(riders) > 0 {
+		n := len(recs)
+		for _, j := range riders {
+			n += len(j.recs)
+		}
+		all = make([]decoded, 0, n)
+		all = append(all, recs...)
+		for _, j := range riders {
+			all = append(all, j.recs...)
+		}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(r.workCtx, r.cfg.BatchTimeout)
+	res, err := r.applyBatch(ctx, all)
+	cancel()
+	<-r.sem
+	took := time.Since(start)
+	for _, j := range riders {
+		j.done <- joined{res: res.of(j.tp), took: took, err: err}
+	}
+	return res.of(w.tp), took, err
+}
+
+// unwait takes j off the waiting list; false if a transaction took it.
+func (r *Runner) unwait(j *joiner) bool {
+	r.joinMu.Lock()
+	defer r.joinMu.Unlock()
+	for i, o := range r.waiting {
+		if o == j {
+			r.waiting = append(r.waiting[:i], r.waiting[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// takeWaiting takes the waiting batches, oldest first, that fit in room
+// records; those that do not fit keep waiting.
+func (r *Runner) takeWaiting(room int) []*joiner {
+	r.joinMu.Lock()
+	defer r.joinMu.Unlock()
+	var took []*joiner
+	kept := r.waiting[:0]
+	for _, j := range r.waiting {
+		if len(j.recs) <= room {
+			took = append(took, j)
+			room -= len(j.recs)
+		} else {
+			kept = append(kept, j)
+		}
+	}
+	clear(r.waiting[len(kept):])
+	r.waiting = kept
+	return took
+}
+
+func (r *Runner) observe(tp topicPartition, res counts, took time.Duration, lag int64) {
 	g := r.cfg.Group
 	if res.applied > 0 {
 		r.m.events.WithLabelValues(g, tp.topic, OutcomeApplied).Add(float64(res.applied))

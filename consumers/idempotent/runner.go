@@ -24,8 +24,12 @@ type Runner struct {
 	m       *metrics
 	cl      *kgo.Client // set by Run
 
-	sem    chan struct{} // bounds partitions applying a batch at once
-	budget *budget       // bounds the bytes of polled records held
+	sem chan struct{} // bounds partitions applying a batch at once
+	// waiting are the batches waiting for a slot, oldest first: with
+	// Config.JoinPartitions the next batch to get one takes them along.
+	joinMu  sync.Mutex
+	waiting []*joiner
+	budget  *budget // bounds the bytes of polled records held
 
 	mu      sync.Mutex
 	workers map[topicPartition]*partitionWorker

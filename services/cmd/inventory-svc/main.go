@@ -23,13 +23,16 @@ func run(ctx context.Context, args []string) error {
 		Name: "inventory-svc", Summary: "Concord inventory service: stock, reservations, saga participant.",
 		DatabaseEnv: "INVENTORY_DATABASE_URL", DefaultOpsAddr: ":9082",
 		Topics: inventoryconsumer.Topics, Types: inventoryconsumer.Types, BatchHandler: inventoryconsumer.BatchHandler(), Migrate: inventorystore.Migrate,
-		// One partition at a time: a batch locks the stock rows of every
+		// One transaction at a time: a batch locks the stock rows of every
 		// SKU it touches (most of a small hot set) until it commits, so
 		// batches of different partitions would only queue behind each
 		// other's locks. One batch at a time, in a fixed handful of round
-		// trips (see inventorystore.ApplyBatch), is faster. Correctness does not
-		// depend on it.
-		MaxConcurrentPartitions: 1,
+		// trips (see inventorystore.ApplyBatch), is faster. The batches of
+		// the partitions that wait meanwhile are applied together in the
+		// next transaction: one partition at a time, the four topics' two
+		// dozen partitions queued behind each other's commits. Correctness
+		// does not depend on either.
+		MaxConcurrentPartitions: 1, JoinPartitions: true,
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
 			if err := inventorystore.RegisterMetrics(env.Ops.Registry); err != nil {
 				return nil, err

@@ -74,6 +74,9 @@ type Spec struct {
 	Setup func(ctx context.Context, env *Env) ([]func(context.Context) error, error)
 	// MaxConcurrentPartitions overrides the consumer's default.
 	MaxConcurrentPartitions int
+	// JoinPartitions: batches waiting for a slot join the next one's
+	// transaction (idempotent.Config.JoinPartitions).
+	JoinPartitions bool
 	// DBMaxConns is the default of --db-max-conns (16 when zero).
 	DBMaxConns int
 }
@@ -236,7 +239,7 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	}
 	rcfg := idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
 		BatchHandler: spec.BatchHandler, Types: spec.Types, Outbox: events,
-		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, DrainTimeout: *grace, InstanceID: *instance,
+		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, JoinPartitions: spec.JoinPartitions, DrainTimeout: *grace, InstanceID: *instance,
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
 	if wake := env.AfterConsumerCommit; wake != nil {
 		rcfg.AfterDBCommit = func(topic string, _ int32, _ int64) { wake(strings.TrimPrefix(topic, *prefix)) }
