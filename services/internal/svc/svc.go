@@ -138,6 +138,10 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		"how long the group waits for a silent member before giving its partitions to the others; a member killed without leaving holds them this long (broker minimum: group.min.session.timeout.ms, 6s by default)")
 	instance := fs.String("group-instance-id", "GROUP_INSTANCE_ID", "",
 		"static group membership: an id unique among the running instances and kept across restarts (a host name, a pod ordinal); a restarted instance takes its partitions back at once instead of after --group-session-timeout. Empty: a dynamic member")
+	slots := fs.Int("consumer-slots", "", cmp.Or(spec.MaxConcurrentPartitions, idempotent.DefaultMaxConcurrentPartitions),
+		"partitions the consumer applies a batch of at once, each in its own transaction on a connection of its own (at most --db-max-conns)")
+	join := fs.Bool("join-partitions", "", spec.JoinPartitions,
+		"apply the batches of the partitions waiting for a --consumer-slots slot together, in the next one's transaction: fewer, larger transactions when partitions outnumber slots")
 	maxConns := fs.Int("db-max-conns", "DB_MAX_CONNS", cmp.Or(spec.DBMaxConns, 16),
 		"database connections the service may hold: API requests, the consumer's partitions, the relay and the workers share them")
 	// Kafka's own consumer defaults. A floor (say 16 KiB / 20 ms) makes
@@ -239,7 +243,7 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 	}
 	rcfg := idempotent.Config{Group: *group, Topics: topics, Pool: pool, Kafka: kcfg, Logger: log, Registerer: ops.Registry,
 		BatchHandler: spec.BatchHandler, Types: spec.Types, Outbox: events,
-		MaxConcurrentPartitions: spec.MaxConcurrentPartitions, JoinPartitions: spec.JoinPartitions, DrainTimeout: *grace, InstanceID: *instance,
+		MaxConcurrentPartitions: *slots, JoinPartitions: *join, DrainTimeout: *grace, InstanceID: *instance,
 		KafkaOpts: []kgo.Opt{kgo.SessionTimeout(*session), kgo.FetchMaxWait(*fetchWait), kgo.FetchMinBytes(int32(*fetchMin))}}
 	if wake := env.AfterConsumerCommit; wake != nil {
 		rcfg.AfterDBCommit = func(topic string, _ int32, _ int64) { wake(strings.TrimPrefix(topic, *prefix)) }
