@@ -39,12 +39,7 @@ func TestBatchHandlerPermanentFailureDeadLettersOnlyThatEvent(t *testing.T) {
 	handler := func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, _ outbox.Emitter) error {
 		calls++
 		largest = max(largest, len(evs))
-		var b pgx.Batch
-		for _, ev := range evs {
-			b.Queue(`INSERT INTO effects (event_id, key, seq, topic, partition, "offset") VALUES ($1,$2,0,$3,$4,$5)`,
-				ev.EventID, string(ev.Key), ev.Topic, ev.Partition, ev.Offset)
-		}
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		if err := insertEffects(ctx, tx, evs); err != nil {
 			return err
 		}
 		for _, ev := range evs {

@@ -53,12 +53,7 @@ func TestPolledRecordsStayWithinMaxBufferedBytes(t *testing.T) {
 		if _, err := tx.Exec(ctx, `SELECT pg_sleep(0.05)`); err != nil {
 			return err
 		}
-		var b pgx.Batch
-		for _, ev := range evs {
-			b.Queue(`INSERT INTO effects (event_id, key, seq, topic, partition, "offset") VALUES ($1,$2,0,$3,$4,$5)`,
-				ev.EventID, string(ev.Key), ev.Topic, ev.Partition, ev.Offset)
-		}
-		return tx.SendBatch(ctx, &b).Close()
+		return insertEffects(ctx, tx, evs)
 	}
 	r := start(t, idempotent.Config{Group: testkit.UniqueName(t, "g"), Topics: []string{topic}, Pool: pool, Kafka: kafkaConfig(k),
 		BatchHandler: handler, MaxBatchRecords: 10, MaxConcurrentPartitions: 2, MaxBufferedBytes: limit})

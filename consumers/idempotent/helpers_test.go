@@ -46,6 +46,17 @@ func insertEffect(ctx context.Context, tx pgx.Tx, ev idempotent.Event, _ outbox.
 	return err
 }
 
+// insertEffects is the batch handlers' effect: one row per event, in one
+// round trip.
+func insertEffects(ctx context.Context, tx pgx.Tx, evs []idempotent.Event) error {
+	var b pgx.Batch
+	for _, ev := range evs {
+		b.Queue(`INSERT INTO effects (event_id, key, seq, topic, partition, "offset") VALUES ($1,$2,0,$3,$4,$5)`,
+			ev.EventID, string(ev.Key), ev.Topic, ev.Partition, ev.Offset)
+	}
+	return tx.SendBatch(ctx, &b).Close()
+}
+
 // migrate creates the runner's tables and the effects table.
 func migrate(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()

@@ -56,12 +56,7 @@ func startJoined(t *testing.T, k *testkit.Kafka, fail func(j *joinedRun, evs []i
 		if err := fail(j, evs); err != nil {
 			return err
 		}
-		var b pgx.Batch
-		for _, ev := range evs {
-			b.Queue(`INSERT INTO effects (event_id, key, seq, topic, partition, "offset") VALUES ($1,$2,0,$3,$4,$5)`,
-				ev.EventID, string(ev.Key), ev.Topic, ev.Partition, ev.Offset)
-		}
-		return tx.SendBatch(ctx, &b).Close()
+		return insertEffects(ctx, tx, evs)
 	}
 	send(0, 1)
 	j.r = start(t, idempotent.Config{Group: j.group, Topics: []string{j.topic}, Pool: j.pool, Kafka: kafkaConfig(k),

@@ -63,8 +63,9 @@ func secs(s float64) time.Duration {
 // benchReport prints, per checkout flow placed in the run, throughput to a
 // terminal state and the latency from order creation to its terminal
 // state, as recorded by order-svc: both flows measured side by side at the
-// same offered rate (--orchestrated-share splits it); then where the CPU
-// time went, per process, and each process's peak resident set. Only
+// same offered rate (--orchestrated-share splits it); then the legs of a
+// choreographed order's way; then where the CPU time went, per process,
+// and each process's peak resident set. Only
 // orders created at or after from are counted (the warm-up's are before).
 func benchReport(ctx context.Context, r *running, res loadgen.Result, c config, usage []*measured, load *dbLoad, from time.Time) error {
 	fmt.Printf("\nbench-saga: %d orders offered at %.0f/s (no faults), %.0f%% orchestrated; accepted %d\n",
@@ -106,6 +107,9 @@ func benchReport(ctx context.Context, r *running, res loadgen.Result, c config, 
 		}
 		fmt.Printf("    order → terminal        p50 %s  p99 %s  max %s\n", loadgen.Percentile(lat, 50).Round(time.Millisecond),
 			loadgen.Percentile(lat, 99).Round(time.Millisecond), loadgen.Percentile(lat, 100).Round(time.Millisecond))
+	}
+	if err := printHops(ctx, r, from); err != nil {
+		return fmt.Errorf("where the time goes: %w", err)
 	}
 	printUsage(usage, terminal)
 	if load != nil {
