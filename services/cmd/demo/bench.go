@@ -63,8 +63,8 @@ func secs(s float64) time.Duration {
 // benchReport prints, per checkout flow placed in the run, throughput to a
 // terminal state and the latency from order creation to its terminal
 // state, as recorded by order-svc: both flows measured side by side at the
-// same offered rate (--orchestrated-share splits it); then the legs of a
-// choreographed order's way; then where the CPU time went, per process,
+// same offered rate (--orchestrated-share splits it); then the legs of
+// each flow's way; then where the CPU time went, per process,
 // and each process's peak resident set. Only
 // orders created at or after from are counted (the warm-up's are before).
 func benchReport(ctx context.Context, r *running, res loadgen.Result, c config, usage []*measured, load *dbLoad, from time.Time) error {
@@ -108,8 +108,14 @@ func benchReport(ctx context.Context, r *running, res loadgen.Result, c config, 
 		fmt.Printf("    order → terminal        p50 %s  p99 %s  max %s\n", loadgen.Percentile(lat, 50).Round(time.Millisecond),
 			loadgen.Percentile(lat, 99).Round(time.Millisecond), loadgen.Percentile(lat, 100).Round(time.Millisecond))
 	}
-	if err := printHops(ctx, r, from); err != nil {
-		return fmt.Errorf("where the time goes: %w", err)
+	orch, err := orchestrated(ctx, r)
+	if err != nil {
+		return fmt.Errorf("the orchestrated saga's steps: %w", err)
+	}
+	for _, l := range []legs{choreographed, orch} {
+		if err := printLegs(ctx, r, from, l); err != nil {
+			return fmt.Errorf("where %s's time goes: %w", l.title, err)
+		}
 	}
 	printUsage(usage, terminal)
 	if load != nil {
