@@ -27,11 +27,11 @@ func run(ctx context.Context, args []string) error {
 		// SKU it touches (most of a small hot set) until it commits, so
 		// batches of different partitions would only queue behind each
 		// other's locks. One batch at a time, in a fixed handful of round
-		// trips (see inventorystore.ApplyBatch), is faster. The batches of
-		// the partitions that wait meanwhile are applied together in the
-		// next transaction: one partition at a time, the four topics' two
-		// dozen partitions queued behind each other's commits. Correctness
-		// does not depend on either.
+		// trips (see inventorystore.ApplyBatch), is faster. The batches
+		// that wait meanwhile ride in the next transaction: with a
+		// partition per transaction, the four topics' two dozen
+		// partitions would queue behind each other's commits. Correctness
+		// depends on neither.
 		MaxConcurrentPartitions: 1, JoinPartitions: true,
 		Setup: func(ctx context.Context, env *svc.Env) ([]func(context.Context) error, error) {
 			if err := inventorystore.RegisterMetrics(env.Ops.Registry); err != nil {

@@ -178,6 +178,8 @@ func Run(ctx context.Context, args []string, spec Spec) error {
 		return kit.Usagef("--fetch-max-wait %s: must be at least 10ms", *fetchWait)
 	case *fetchMin < 1:
 		return kit.Usagef("--fetch-min-bytes %d: must be at least 1", *fetchMin)
+	case *slots < 1:
+		return kit.Usagef("--consumer-slots %d: must be at least 1", *slots)
 	}
 	log, stopTracing, err := lf.Start(ctx, os.Stderr, spec.Name)
 	if err != nil {

@@ -15,6 +15,7 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{},
 		{"--database-url=postgres://x", "--fetch-max-wait=1ms"},
 		{"--database-url=postgres://x", "--fetch-min-bytes=0"},
+		{"--database-url=postgres://x", "--consumer-slots=0"},
 		{"--database-url=postgres://x", "--log-level=loud"},
 		{"--no-such-flag"},
 	} {
