@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,59 +16,29 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 )
 
-// batchResult is what one committed batch did: in all and, for a batch
-// that joined several partitions' batches, per partition.
-type batchResult struct {
-	counts
-	parts map[topicPartition]*counts // nil for a batch of one partition
-}
+// batchResult is what one committed batch did, per partition: a batch
+// that joined several partitions' batches (Config.JoinPartitions) has
+// several.
+type batchResult map[topicPartition]*counts
 
 type counts struct {
 	applied, duplicates, deadLettered, ignored int
 }
 
-type outcome int
-
-const (
-	outcomeApplied outcome = iota
-	outcomeDuplicate
-	outcomeDeadLettered
-	outcomeIgnored
-)
-
-func (c *counts) add(o outcome) {
-	switch o {
-	case outcomeApplied:
-		c.applied++
-	case outcomeDuplicate:
-		c.duplicates++
-	case outcomeDeadLettered:
-		c.deadLettered++
-	case outcomeIgnored:
-		c.ignored++
+// at is the counts of rec's partition.
+func (res batchResult) at(rec *kgo.Record) *counts {
+	tp := topicPartition{rec.Topic, rec.Partition}
+	c := res[tp]
+	if c == nil {
+		c = &counts{}
+		res[tp] = c
 	}
-}
-
-// note counts the outcome of one record.
-func (res *batchResult) note(rec *kgo.Record, o outcome) {
-	res.add(o)
-	if res.parts != nil {
-		tp := topicPartition{rec.Topic, rec.Partition}
-		c := res.parts[tp]
-		if c == nil {
-			c = &counts{}
-			res.parts[tp] = c
-		}
-		c.add(o)
-	}
+	return c
 }
 
 // of is what the batch did to partition tp's records.
 func (res batchResult) of(tp topicPartition) counts {
-	if res.parts == nil {
-		return res.counts
-	}
-	if c := res.parts[tp]; c != nil {
+	if c := res[tp]; c != nil {
 		return *c
 	}
 	return counts{}
@@ -109,61 +80,39 @@ type deadLetter struct {
 // outcome is the same as savepoints everywhere; the fast path saves two
 // round trips per event in the common case.
 func (r *Runner) applyBatch(ctx context.Context, recs []decoded) (batchResult, error) {
-	joined := spansPartitions(recs)
-	skipped := newResult(joined)
 	// Records of types the handler ignores take no part; a batch of only
 	// those needs no transaction at all.
-	ignored := 0
+	ignored := func(d decoded) bool { return d.ignored }
+	kept := recs
+	if slices.ContainsFunc(recs, ignored) {
+		kept = slices.DeleteFunc(slices.Clone(recs), ignored)
+	}
+	res := batchResult{}
+	if len(kept) > 0 {
+		var err error
+		res, err = r.applyFast(ctx, kept)
+		if errors.Is(err, errNeedSavepoints) {
+			res, err = r.applyCareful(ctx, kept)
+		}
+		if err != nil {
+			return res, err
+		}
+	}
 	for _, d := range recs {
 		if d.ignored {
-			ignored++
-			skipped.note(d.rec, outcomeIgnored)
+			res.at(d.rec).ignored++
 		}
-	}
-	if ignored == len(recs) {
-		return skipped, nil
-	}
-	if ignored > 0 {
-		kept := make([]decoded, 0, len(recs)-ignored)
-		for _, d := range recs {
-			if !d.ignored {
-				kept = append(kept, d)
-			}
-		}
-		recs = kept
-	}
-	res, err := r.applyFast(ctx, recs, joined)
-	if errors.Is(err, errNeedSavepoints) {
-		res, err = r.applyCareful(ctx, recs, joined)
-	}
-	if err != nil {
-		return res, err
-	}
-	res.ignored = ignored
-	for tp, c := range skipped.parts {
-		if res.parts[tp] == nil {
-			res.parts[tp] = &counts{}
-		}
-		res.parts[tp].ignored = c.ignored
 	}
 	return res, nil
 }
 
-// newResult is an empty result, kept per partition for a joined batch.
-func newResult(joined bool) batchResult {
-	if joined {
-		return batchResult{parts: map[topicPartition]*counts{}}
-	}
-	return batchResult{}
-}
-
-func (r *Runner) applyFast(ctx context.Context, recs []decoded, joined bool) (res batchResult, err error) {
+func (r *Runner) applyFast(ctx context.Context, recs []decoded) (res batchResult, err error) {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return res, fmt.Errorf("begin: %w", err)
 	}
 	defer rollback(tx, &err)
-	res = newResult(joined)
+	res = batchResult{}
 
 	fresh, err := r.recordAll(ctx, tx, recs)
 	if err != nil {
@@ -182,7 +131,7 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded, joined bool) (re
 			dead = append(dead, deadLetter{d: d, reason: d.reason, err: d.err})
 		case fresh[d.id]:
 			delete(fresh, d.id) // a second copy later in the batch is a duplicate
-			res.note(d.rec, outcomeApplied)
+			res.at(d.rec).applied++
 			if r.cfg.BatchHandler != nil {
 				batch = append(batch, d.ev)
 				batchRecs = append(batchRecs, d)
@@ -198,7 +147,7 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded, joined bool) (re
 				return res, eventErr(d, herr)
 			}
 		default:
-			res.note(d.rec, outcomeDuplicate)
+			res.at(d.rec).duplicates++
 			r.markDuplicate(ctx, d)
 		}
 	}
@@ -224,13 +173,13 @@ func (r *Runner) applyFast(ctx context.Context, recs []decoded, joined bool) (re
 	return r.finish(ctx, tx, recs, dead, res)
 }
 
-func (r *Runner) applyCareful(ctx context.Context, recs []decoded, joined bool) (res batchResult, err error) {
+func (r *Runner) applyCareful(ctx context.Context, recs []decoded) (res batchResult, err error) {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return res, fmt.Errorf("begin: %w", err)
 	}
 	defer rollback(tx, &err)
-	res = newResult(joined)
+	res = batchResult{}
 
 	var dead []deadLetter
 	for _, d := range recs {
@@ -247,7 +196,7 @@ func (r *Runner) applyCareful(ctx context.Context, recs []decoded, joined bool) 
 			return res, eventErr(d, fmt.Errorf("record processed event: %w", err))
 		}
 		if tag.RowsAffected() == 0 {
-			res.note(d.rec, outcomeDuplicate)
+			res.at(d.rec).duplicates++
 			r.markDuplicate(ctx, d)
 			if err := sp.Commit(ctx); err != nil { // RELEASE SAVEPOINT
 				return res, eventErr(d, err)
@@ -276,7 +225,7 @@ func (r *Runner) applyCareful(ctx context.Context, recs []decoded, joined bool) 
 		if err := sp.Commit(ctx); err != nil {
 			return res, eventErr(d, err)
 		}
-		res.note(d.rec, outcomeApplied)
+		res.at(d.rec).applied++
 	}
 	return r.finish(ctx, tx, recs, dead, res)
 }
@@ -296,7 +245,7 @@ func (r *Runner) finish(ctx context.Context, tx pgx.Tx, recs []decoded, dead []d
 		if fresh {
 			publish = append(publish, rec)
 		}
-		res.note(dl.d.rec, outcomeDeadLettered)
+		res.at(dl.d.rec).deadLettered++
 	}
 	if len(publish) > 0 {
 		if err := r.cl.ProduceSync(ctx, publish...).FirstErr(); err != nil {

@@ -16,11 +16,11 @@ import (
 	"github.com/concordhq/concord/relay/outbox"
 )
 
-// joinedRun runs a runner with one slot and JoinPartitions over a topic of
-// four partitions. Its first batch (one event on partition 0) holds the
-// slot until a batch of every other partition waits for it; then fail
-// decides, per handler call, whether the call fails. It returns what the
-// handler saw and the runner, once every event has an outcome.
+// joinedRun is a runner with one slot and JoinPartitions over a topic of
+// four partitions, and what its handler saw. startJoined starts it: the
+// first batch (one event on partition 0) holds the slot until a batch of
+// every other partition waits for it; fail decides, per handler call,
+// whether the call fails.
 type joinedRun struct {
 	topic, group string
 	pool         *pgxpool.Pool

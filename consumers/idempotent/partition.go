@@ -2,6 +2,7 @@ package idempotent
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -291,15 +292,11 @@ func (w *partitionWorker) lead(recs []decoded, riders []*joiner) (counts, time.D
 	r := w.r
 	all := recs
 	if len(riders) > 0 {
-		n := len(recs)
+		batches := [][]decoded{recs}
 		for _, j := range riders {
-			n += len(j.recs)
+			batches = append(batches, j.recs)
 		}
-		all = make([]decoded, 0, n)
-		all = append(all, recs...)
-		for _, j := range riders {
-			all = append(all, j.recs...)
-		}
+		all = slices.Concat(batches...)
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.workCtx, r.cfg.BatchTimeout)

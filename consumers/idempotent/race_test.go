@@ -107,8 +107,10 @@ func TestConcurrentDeliveriesOfOneEventHaveOneEffect(t *testing.T) {
 		if o.err != nil {
 			t.Fatalf("apply: %v", o.err)
 		}
-		applied += o.res.applied
-		dupes += o.res.duplicates
+		for _, c := range o.res {
+			applied += c.applied
+			dupes += c.duplicates
+		}
 	}
 	var effects int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM race_effects WHERE event_id = $1`, id).Scan(&effects); err != nil {

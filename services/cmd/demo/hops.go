@@ -108,8 +108,8 @@ func printLegs(ctx context.Context, r *running, from time.Time, l legs) error {
 		}
 		m := map[string]time.Time{}
 		var id string
-		var at time.Time
-		_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error { m[id] = at; return nil })
+		var when time.Time
+		_, err = pgx.ForEachRow(rows, []any{&id, &when}, func() error { m[id] = when; return nil })
 		if err != nil {
 			return fmt.Errorf("%s: %w", q.service, err)
 		}
