@@ -209,6 +209,15 @@ func (fs *FlagSet) Parse(args []string) error {
 	return envErr
 }
 
+// Given reports whether the flag was set after Parse, on the command line
+// or through its environment variable: for a default that depends on
+// another flag.
+func (fs *FlagSet) Given(name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // lookupEnv finds the flag's value in the environment: CONCORD_… first,
 // else an older name, warning about the older name whenever it is set.
 func (fs *FlagSet) lookupEnv(name string) (env, v string, ok bool) {

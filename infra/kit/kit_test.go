@@ -30,6 +30,25 @@ func TestFlagsFallBackToEnvironmentAndFlagsWin(t *testing.T) {
 	}
 }
 
+// Given tells a flag left at its default from one given its default's
+// value, on the command line or through its variable.
+func TestGivenFlagsAreTheOnesSetOnTheCommandLineOrInTheEnvironment(t *testing.T) {
+	t.Setenv("CONCORD_BATCH", "1")
+	fs := kit.NewFlagSet("x", "test")
+	fs.SetOutput(io.Discard)
+	fs.Int("batch", "", 1, "")
+	fs.Duration("wait", "", 0, "")
+	fs.Duration("linger", "", 0, "")
+	if err := fs.Parse([]string{"--wait", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"batch": true, "wait": true, "linger": false} {
+		if got := fs.Given(name); got != want {
+			t.Errorf("Given(%q) = %t, want %t", name, got, want)
+		}
+	}
+}
+
 // An older variable name still works, with a warning naming the new one;
 // the new name wins when both are set.
 func TestLegacyEnvironmentNamesWarnAndLose(t *testing.T) {

@@ -329,7 +329,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); r.cleanupLoop(ctx) }()
 	go func() { defer wg.Done(); r.metricsLoop(ctx) }()
 	r.log.Info("relay running", "shards", r.cfg.Shards, "workers", r.cfg.Workers, "batch", r.cfg.BatchSize,
-		"pipelined", r.pipelined, "pool_max_conns", r.cfg.Pool.Config().MaxConns)
+		"pipelined", r.pipelined, "pool_max_conns", r.cfg.Pool.Config().MaxConns, "linger", r.cfg.Linger.String())
 	<-ctx.Done()
 	wg.Wait()
 	stopOwner()

@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string) error {
 	rateFor := fs.Duration("rate-duration", "", 15*time.Second, "length of the latency run")
 	walRates := fs.String("wal-rates", "", "500,1000", "lower offered loads (comma-separated events/s) at which the WAL relay's commit-to-ack is measured too, after --rate; empty for none")
 	compression := fs.String("compression", "", "none", "producer compression")
-	linger := fs.Duration("linger", "", 0, "relay producer linger, as relay --linger")
+	linger := fs.Duration("linger", "", 0, "relay producer linger, as relay --linger (default 0 in poll mode, "+publisher.DefaultWALLinger.String()+" in WAL mode)")
 	cpuProfile := fs.String("cpuprofile", "", "", "write a CPU profile of the relay's backlog drain to this file")
 	walProfile := fs.String("wal-cpuprofile", "", "", "write a CPU profile of the WAL relay's backlog drain to this file")
 	peerList := fs.String("peers", "", "poll,wal,debezium", "comma-separated relays to measure: poll (with the Kafka and database ceilings and the traced drain), "+
@@ -137,8 +137,13 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer adm.DeleteTopics(context.WithoutCancel(ctx), topic) //nolint:errcheck
 
-	fmt.Printf("relay-bench: %d events, ~%d B payloads, %d keys, topic %s (%d partitions), batch %d, workers %d, GOMAXPROCS %d\n",
-		*events, *payload, *keys, topic, *partitions, *batch, *workers, runtime.GOMAXPROCS(0))
+	// WAL mode's own default linger, as relay --mode wal has it.
+	walCfg := cfg
+	if !fs.Given("linger") {
+		walCfg.Linger = publisher.DefaultWALLinger
+	}
+	fmt.Printf("relay-bench: %d events, ~%d B payloads, %d keys, topic %s (%d partitions), batch %d, workers %d, linger %s (poll) and %s (wal), GOMAXPROCS %d\n",
+		*events, *payload, *keys, topic, *partitions, *batch, *workers, cfg.Linger, walCfg.Linger, runtime.GOMAXPROCS(0))
 	// The figures move with whatever else the machine runs: say how busy it was.
 	fmt.Printf("  load average at start: %s\n", testkit.LoadAverage())
 	defer func() { fmt.Printf("  load average at end:   %s\n", testkit.LoadAverage()) }()
@@ -155,7 +160,7 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	if peers.wal {
-		if err := measureWAL(ctx, cfg, pool, writer, backlog, relayRate, *rate, sweep, *rateFor, *payload, *walProfile); err != nil {
+		if err := measureWAL(ctx, walCfg, pool, writer, backlog, relayRate, *rate, sweep, *rateFor, *payload, *walProfile); err != nil {
 			return err
 		}
 	}

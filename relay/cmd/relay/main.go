@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string) error {
 	backoffMin := fs.Duration("backoff-min", "RELAY_BACKOFF_MIN", publisher.DefaultBackoffMin, "wait after a row's first failure; doubles per attempt")
 	backoffMax := fs.Duration("backoff-max", "RELAY_BACKOFF_MAX", publisher.DefaultBackoffMax, "longest wait between attempts of a row")
 	delivery := fs.Duration("delivery-timeout", "RELAY_DELIVERY_TIMEOUT", publisher.DefaultDeliveryTimeout, "how long a record may wait for its ack (broker down) before the row backs off")
-	linger := fs.Duration("linger", "RELAY_LINGER", 0, "producer linger; 0 sends at once (batches still form while requests are in flight)")
+	linger := fs.Duration("linger", "RELAY_LINGER", 0, "producer linger: how long a partition's records wait to share a produce request; 0 sends at once (batches still form while a request is in flight). Default 0 with --mode poll, "+publisher.DefaultWALLinger.String()+" with --mode wal")
 	compression := fs.String("compression", "RELAY_COMPRESSION", "none", "record batch compression: none, gzip, snappy, lz4 or zstd")
 	maxBytes := fs.Int("max-message-bytes", "RELAY_MAX_MESSAGE_BYTES", publisher.DefaultMaxMessageBytes, "cap of a produce batch; each topic's max.message.bytes lowers it")
 	retention := fs.Duration("retention", "RELAY_RETENTION", publisher.DefaultRetention, "published rows older than this are deleted; negative keeps them (--mode wal deletes a row once Kafka acknowledged it)")
@@ -96,6 +96,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *mode != "poll" && *mode != "wal" {
 		return kit.Usagef("--mode %q: want poll or wal", *mode)
+	}
+	if *mode == "wal" && !fs.Given("linger") {
+		*linger = publisher.DefaultWALLinger
 	}
 	log, stopTracing, err := lf.Start(ctx, os.Stderr, "relay")
 	if err != nil {

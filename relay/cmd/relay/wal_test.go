@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/proc"
 	"github.com/concordhq/concord/relay/internal/relaytest"
+	"github.com/concordhq/concord/relay/publisher"
 )
 
 // newWALOutbox is newOutbox on the package's private server. Creating a
@@ -247,6 +249,45 @@ func TestWALModeFlagsExplainBadUsage(t *testing.T) {
 	for _, flag := range []string{"--mode", "--slot", "--publication", "--status-interval", "--slot-retry"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("relay --help does not explain %s:\n%s", flag, out)
+		}
+	}
+}
+
+// WAL mode produces each transaction's rows as the stream hands them over,
+// so it lingers a millisecond unless told otherwise (publisher.DefaultWALLinger);
+// poll mode produces whole batches and keeps 0. The relay logs the linger
+// it runs with.
+func TestEachModeRunsWithItsOwnDefaultLinger(t *testing.T) {
+	k := testkit.NewKafka(t)
+	url, _ := newWALOutbox(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"wal", nil, "linger=" + publisher.DefaultWALLinger.String()},
+		{"wal-told", []string{"--linger", "0"}, "linger=0s"},
+		{"poll", []string{"--mode", "poll"}, "linger=0s"},
+	} {
+		args := c.args
+		if c.name != "poll" {
+			_, wal := walArgs(t, url)
+			args = append(wal, args...)
+		}
+		p := relaytest.StartRelay(t, "relay-"+c.name, url, k, args...)
+		if err := p.WaitFor(context.Background(), 30*time.Second, "the relay's start-up line", func(context.Context) error {
+			if !strings.Contains(p.Log(), "relay running") {
+				return fmt.Errorf("not running yet")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(p.Log(), c.want) {
+			t.Errorf("relay %v logged no %q:\n%s", args, c.want, p.LogTail(20))
+		}
+		if err := p.Stop(syscall.SIGTERM, 10*time.Second); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
