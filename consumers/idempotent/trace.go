@@ -2,6 +2,7 @@ package idempotent
 
 import (
 	"context"
+	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -40,6 +41,9 @@ func eventContext(ctx context.Context, d decoded) context.Context {
 // startEvent starts the consumer span of d's event, child of the span that
 // published it.
 func (r *Runner) startEvent(ctx context.Context, d decoded, duplicate bool) (context.Context, trace.Span) {
+	if !kit.Tracing() {
+		return eventContext(ctx, d), noSpan
+	}
 	ctx, span := tracer.Start(eventContext(ctx, d), "process "+d.ev.EventType, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		span.SetAttributes(
@@ -59,8 +63,16 @@ func (r *Runner) startEvent(ctx context.Context, d decoded, duplicate bool) (con
 	return ctx, span
 }
 
+// noSpan is the span of work no tracer provider exports: it records
+// nothing, so none is started (each would cost a context and the span's
+// name, per event).
+var noSpan = trace.SpanFromContext(context.Background())
+
 // markDuplicate records that d's event was seen again and skipped.
 func (r *Runner) markDuplicate(ctx context.Context, d decoded) {
+	if !kit.Tracing() {
+		return
+	}
 	_, span := r.startEvent(ctx, d, true)
 	span.End()
 }
@@ -76,28 +88,78 @@ func endSpan(span trace.Span, err error) {
 
 // batchEmitter is the emitter of a BatchHandler's call: each event it emits
 // joins the trace of the event it names as its cause (CausationID), and an
-// event naming none of the batch's joins the batch's span.
+// event naming none of the batch's joins the batch's context.
 type batchEmitter struct {
-	out   outbox.Emitter
-	batch context.Context
-	byID  map[string]context.Context
+	out    outbox.Emitter
+	batch  context.Context
+	events eventContexts
 }
 
 func (b batchEmitter) Emit(ev outbox.Event) (schemas.Envelope, error) {
-	ctx, ok := b.byID[ev.CausationID]
+	ctx, ok := b.events.of(ev.CausationID)
 	if !ok {
 		ctx = b.batch
 	}
 	return b.out.Emit(outbox.Traced(ctx, ev))
 }
 
+// eventContexts are the contexts of a batch's events, by event id: what
+// EventContext and the batch's emitter give for one event.
+type eventContexts interface {
+	of(eventID string) (context.Context, bool)
+}
+
+// spanContexts holds each event's span, started with the batch.
+type spanContexts map[string]context.Context
+
+func (m spanContexts) of(id string) (context.Context, bool) {
+	ctx, ok := m[id]
+	return ctx, ok
+}
+
+// lazyContexts makes an event's context (its trace and correlation id)
+// when it is asked for: with no span to start, most handlers never ask.
+type lazyContexts struct {
+	ctx   context.Context
+	ds    []decoded
+	index func() map[string]int // event id → position in ds, made once
+}
+
+func newLazyContexts(ctx context.Context, ds []decoded) *lazyContexts {
+	return &lazyContexts{ctx: ctx, ds: ds, index: sync.OnceValue(func() map[string]int {
+		at := make(map[string]int, len(ds))
+		for i, d := range ds {
+			at[d.ev.EventID] = i
+		}
+		return at
+	})}
+}
+
+func (l *lazyContexts) of(id string) (context.Context, bool) {
+	i, ok := l.index()[id]
+	if !ok {
+		return nil, false
+	}
+	return eventContext(l.ctx, l.ds[i]), true
+}
+
 // startBatch starts the span of each event handed to a BatchHandler and
 // returns the context to call it with (the event's own when alone, else a
 // batch span linked to every event's), the spans to end with its outcome,
-// and the emitter that traces what it emits.
+// and the emitter that traces what it emits. With no tracer provider
+// exporting, it starts no span: the handler's context is the event's when
+// alone, else ctx, and an event's own is made when asked for.
 func (r *Runner) startBatch(ctx context.Context, ds []decoded, out outbox.Emitter) (context.Context, []trace.Span, outbox.Emitter) {
+	if !kit.Tracing() {
+		if len(ds) == 1 {
+			ectx := eventContext(ctx, ds[0])
+			return ectx, nil, outbox.TracedEmitter(ectx, out)
+		}
+		events := newLazyContexts(ctx, ds)
+		return context.WithValue(ctx, batchEventsKey{}, eventContexts(events)), nil, batchEmitter{out: out, batch: ctx, events: events}
+	}
 	spans := make([]trace.Span, 0, len(ds)+1)
-	byID := make(map[string]context.Context, len(ds))
+	byID := make(spanContexts, len(ds))
 	links := make([]trace.Link, 0, len(ds))
 	var ectx context.Context
 	for _, d := range ds {
@@ -113,23 +175,23 @@ func (r *Runner) startBatch(ctx context.Context, ds []decoded, out outbox.Emitte
 		bctx, span = tracer.Start(ctx, "process batch", trace.WithLinks(links...))
 		spans = append(spans, span)
 		if span.SpanContext().IsValid() {
-			bctx = context.WithValue(bctx, batchEventsKey{}, byID)
+			bctx = context.WithValue(bctx, batchEventsKey{}, eventContexts(byID))
 		}
 	}
-	return bctx, spans, batchEmitter{out: out, batch: bctx, byID: byID}
+	return bctx, spans, batchEmitter{out: out, batch: bctx, events: byID}
 }
 
 type batchEventsKey struct{}
 
-// EventContext is the context of ev's own span within a BatchHandler's
-// call, whose ctx is a batch span when it holds more than one event: what
+// EventContext is the context of ev within a BatchHandler's call, whose ctx
+// is the batch's when it holds more than one event: ev's own span, or with
+// tracing off the trace its record came with and its correlation id. What
 // the handler does or stores for that one event (a row that later work
 // continues from, see kit.Traceparent) then joins the event's trace.
-// Elsewhere, and with tracing off, it is ctx: a Handler's ctx is its
-// event's already.
+// Elsewhere it is ctx: a Handler's ctx is its event's already.
 func EventContext(ctx context.Context, ev Event) context.Context {
-	if byID, ok := ctx.Value(batchEventsKey{}).(map[string]context.Context); ok {
-		if ectx, ok := byID[ev.EventID]; ok {
+	if events, ok := ctx.Value(batchEventsKey{}).(eventContexts); ok {
+		if ectx, ok := events.of(ev.EventID); ok {
 			return ectx
 		}
 	}
