@@ -164,7 +164,8 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if err := processMemory(ctx, kcfg, dbURL, pool, backlog, *batch, *workers, peers.modes()); err != nil {
+	if err := processMemory(ctx, kcfg, dbURL, pool, backlog, *batch, *workers, peers.modes(),
+		map[string]time.Duration{"poll": cfg.Linger, "wal": walCfg.Linger}); err != nil {
 		return err
 	}
 	if peers.debezium {

@@ -20,11 +20,12 @@ import (
 const relayRSSBudget = 128 << 20
 
 // processMemory drains the backlog with the relay binary run as a process
-// of its own, in each mode, and reports its peak resident set. The runs
-// above are in process, where the bench's own memory (every row it
-// prepared) would hide the relay's; this one measures nothing else.
+// of its own, in each mode with the linger the in-process runs had, and
+// reports its peak resident set. The runs above are in process, where the
+// bench's own memory (every row it prepared) would hide the relay's; this
+// one measures nothing else.
 func processMemory(ctx context.Context, kcfg kit.KafkaConfig, dbURL string, pool *pgxpool.Pool,
-	backlog func() ([]outbox.Record, error), batch, workers int, modes []string) error {
+	backlog func() ([]outbox.Record, error), batch, workers int, modes []string, linger map[string]time.Duration) error {
 	if len(modes) == 0 {
 		return nil
 	}
@@ -43,7 +44,7 @@ func processMemory(ctx context.Context, kcfg kit.KafkaConfig, dbURL string, pool
 		return err
 	}
 	for _, mode := range modes {
-		peak, took, err := relayProcessDrain(ctx, bin, dir, mode, kcfg, dbURL, pool, rows, batch, workers)
+		peak, took, err := relayProcessDrain(ctx, bin, dir, mode, kcfg, dbURL, pool, rows, batch, workers, linger[mode])
 		if err != nil {
 			return fmt.Errorf("relay process, --mode %s: %w", mode, err)
 		}
@@ -62,7 +63,7 @@ func processMemory(ctx context.Context, kcfg kit.KafkaConfig, dbURL string, pool
 // process's peak resident set over the whole run and the drain's length
 // (start-up excluded).
 func relayProcessDrain(ctx context.Context, bin, dir, mode string, kcfg kit.KafkaConfig, dbURL string, pool *pgxpool.Pool,
-	rows []outbox.Record, batch, workers int) (int64, time.Duration, error) {
+	rows []outbox.Record, batch, workers int, linger time.Duration) (int64, time.Duration, error) {
 	if _, err := pool.Exec(ctx, "truncate outbox"); err != nil {
 		return 0, 0, err
 	}
@@ -74,7 +75,7 @@ func relayProcessDrain(ctx context.Context, bin, dir, mode string, kcfg kit.Kafk
 	p, err := proc.Run(proc.Command{Name: "relay", Path: bin, Log: filepath.Join(dir, "relay-"+mode+".log"), Env: kcfg.Env(),
 		Args: []string{"--database-url", dbURL, "--mode", mode, "--slot", slot, "--publication", slot,
 			"--http-addr", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-			"--batch-size", fmt.Sprint(batch), "--workers", fmt.Sprint(workers), "--retention", "-1s"}})
+			"--batch-size", fmt.Sprint(batch), "--workers", fmt.Sprint(workers), "--linger", linger.String(), "--retention", "-1s"}})
 	if err != nil {
 		return 0, 0, err
 	}
