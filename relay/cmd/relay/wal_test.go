@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -49,6 +50,19 @@ func waitStreaming(t *testing.T, p *proc.Process) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// waitLogged waits until p's log holds line, for 30s at most.
+func waitLogged(t *testing.T, p *proc.Process, line string) {
+	t.Helper()
+	if err := p.WaitFor(context.Background(), 30*time.Second, fmt.Sprintf("%s logging %q", p.Name(), line), func(context.Context) error {
+		if !strings.Contains(p.Log(), line) {
+			return errors.New("not logged yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // activePID is the walsender's pid of the slot's streaming instance, 0 when
@@ -125,14 +139,7 @@ func TestWALRelayStandbyTakesTheSlotWithinSecondsWhenTheActiveOneDies(t *testing
 	}
 	b := relaytest.StartRelay(t, "relay-b", url, k, args...)
 	// The slot is exclusive: b keeps asking and is refused while a lives.
-	if err := b.WaitFor(context.Background(), 30*time.Second, "relay-b refused the slot", func(context.Context) error {
-		if !strings.Contains(b.Log(), "is active for PID") {
-			return fmt.Errorf("not yet refused")
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitLogged(t, b, "is active for PID")
 	if pid := activePID(t, count, slot); pid != pidA {
 		t.Fatalf("slot streamed by pid %d, want relay-a's walsender %d", pid, pidA)
 	}
@@ -275,14 +282,7 @@ func TestEachModeRunsWithItsOwnDefaultLinger(t *testing.T) {
 			args = append(wal, args...)
 		}
 		p := relaytest.StartRelay(t, "relay-"+c.name, url, k, args...)
-		if err := p.WaitFor(context.Background(), 30*time.Second, "the relay's start-up line", func(context.Context) error {
-			if !strings.Contains(p.Log(), "relay running") {
-				return fmt.Errorf("not running yet")
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		waitLogged(t, p, "relay running")
 		if !strings.Contains(p.Log(), c.want) {
 			t.Errorf("relay %v logged no %q:\n%s", args, c.want, p.LogTail(20))
 		}
