@@ -229,7 +229,9 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	_ = proc.ResetPeakRSS(os.Getpid())
 	memStart, _ := proc.ReadUsage(os.Getpid())
 	batchCPU := cpu.start()
+	batchProfile := profileCPU(n)
 	consumerRate := phase("batch", func() float64 { return consume(idempotent.Config{BatchHandler: batchHandler}) })
+	whereItWent := batchProfile()
 	batchSpent := batchCPU()
 	mem, _ := proc.ReadUsage(os.Getpid())
 	batchRun := batchStats
@@ -279,6 +281,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	fmt.Printf("  raw batched INSERT of the same rows (pgx batch of %d per tx, %d in parallel, no Kafka, no dedupe):  %8.0f rows/s\n", batchSize, parallel, rawRate)
 	fmt.Printf("  the same INSERTs plus the dedupe rows (one unnest INSERT into processed_events per tx), no Kafka, no decoding:          %8.0f rows/s (%.0f just before the BatchHandler run, %.0f just after)\n", floorRate, floorBefore, floorAfter)
 	fmt.Printf("  CPU seconds per 1,000 events, BatchHandler run: %s\n", batchSpent.per(n))
+	fmt.Printf("  where the bench process's CPU went in the BatchHandler run (its CPU profile), µs per event: %s\n", whereItWent)
 	fmt.Printf("  CPU seconds per 1,000 rows, raw+dedupe just before it: %s\n", floorSpent.per(n))
 	fmt.Printf("  the same as a ratio of CPU, which the machine's other work does not move: the ceiling's CPU per row ÷ the BatchHandler run's per event, the processes named: %.2f\n",
 		floorSpent.ours().Seconds()/max(batchSpent.ours().Seconds(), 1e-9))
