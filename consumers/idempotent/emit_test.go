@@ -39,10 +39,7 @@ func orderCreatedV1(t testing.TB, key string) (id string, value []byte) {
 func TestHandlerEventsCommitWithTheEffectAndOnlyThen(t *testing.T) {
 	k := testkit.NewKafka(t)
 	pool := testkit.NewPool(t)
-	migrate(t, pool)
-	if err := outbox.Migrate(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
+	migrateWithOutbox(t, pool)
 	topic := k.CreateTopic(t, "emit", 1)
 	cl := k.Client(t)
 

@@ -69,6 +69,15 @@ func migrate(t testing.TB, pool *pgxpool.Pool) {
 	}
 }
 
+// migrateWithOutbox is migrate plus the outbox, for handlers that emit.
+func migrateWithOutbox(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	migrate(t, pool)
+	if err := outbox.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // event builds an order.created v2 envelope for key with a sequence number
 // in its (open) data object.
 func event(t testing.TB, key string, seq int) (id string, value []byte) {

@@ -56,11 +56,8 @@ func TestTraceFollowsTheEventThroughRelayAndHandler(t *testing.T) {
 
 	k := testkit.NewKafka(t)
 	pool := testkit.NewPool(t)
-	migrate(t, pool)
+	migrateWithOutbox(t, pool)
 	ctx := context.Background()
-	if err := outbox.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
 	prefix := testkit.UniqueName(t, "tr") + "."
 	topic := prefix + contract.TypeOrderCreated.Topic()
 	adm := k.Admin(t)

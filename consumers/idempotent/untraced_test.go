@@ -46,10 +46,7 @@ func TestUntracedBatchesCarryEachEventsTrace(t *testing.T) {
 	}
 	k := testkit.NewKafka(t)
 	pool := testkit.NewPool(t)
-	migrate(t, pool)
-	if err := outbox.Migrate(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
+	migrateWithOutbox(t, pool)
 	topic := k.CreateTopic(t, "untraced", 1)
 	cl := k.Client(t)
 	traceOf := map[string]string{} // event id → the traceparent its record carries
