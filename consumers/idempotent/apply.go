@@ -289,12 +289,20 @@ func (r *Runner) recordAll(ctx context.Context, tx pgx.Tx, recs []decoded) (map[
 	// uuid.UUID goes through its driver.Valuer, a string parsed back into
 	// bytes for every id (a tenth of the runner's CPU time in the consumer
 	// benchmark's profile).
+	// A batch of several partitions (Config.JoinPartitions) also sends each
+	// event's topic and partition.
+	joined := spansPartitions(recs)
 	ids := make([][16]byte, 0, len(recs))
 	offs := make([]int64, 0, len(recs))
+	var topics []string
+	var parts []int32
 	for _, d := range recs {
 		if d.reason == "" {
 			ids = append(ids, d.id)
 			offs = append(offs, d.rec.Offset)
+			if joined {
+				topics, parts = append(topics, d.rec.Topic), append(parts, d.rec.Partition)
+			}
 		}
 	}
 	fresh := make(map[uuid.UUID]bool, len(ids))
@@ -304,14 +312,7 @@ func (r *Runner) recordAll(ctx context.Context, tx pgx.Tx, recs []decoded) (map[
 	first := recs[0].rec
 	var rows pgx.Rows
 	var err error
-	if spansPartitions(recs) {
-		topics := make([]string, 0, len(ids))
-		parts := make([]int32, 0, len(ids))
-		for _, d := range recs {
-			if d.reason == "" {
-				topics, parts = append(topics, d.rec.Topic), append(parts, d.rec.Partition)
-			}
-		}
+	if joined {
 		rows, err = tx.Query(ctx, insertManyJoined, r.cfg.Group, ids, topics, parts, offs)
 	} else {
 		rows, err = tx.Query(ctx, insertMany, r.cfg.Group, first.Topic, first.Partition, ids, offs)

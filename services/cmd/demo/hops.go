@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -117,14 +118,8 @@ func printLegs(ctx context.Context, r *running, from time.Time, l legs) error {
 	}
 	spans := make([][]time.Duration, len(l.hops))
 	for id := range stamps[l.stamps[0].key] {
-		complete := true
-		for _, q := range l.stamps {
-			if _, ok := stamps[q.key][id]; !ok {
-				complete = false
-			}
-		}
-		if !complete {
-			continue
+		if slices.ContainsFunc(l.stamps, func(q stamp) bool { _, ok := stamps[q.key][id]; return !ok }) {
+			continue // not past every point
 		}
 		for i, h := range l.hops {
 			spans[i] = append(spans[i], stamps[h.to][id].Sub(stamps[h.from][id]))
