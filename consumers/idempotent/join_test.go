@@ -46,10 +46,10 @@ func startJoined(t *testing.T, k *testkit.Kafka, fail func(j *joinedRun, evs []i
 		}
 		produce(t, cl, recs...)
 	}
-	gate := make(chan struct{})
+	entered, gate := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	handler := func(ctx context.Context, tx pgx.Tx, evs []idempotent.Event, _ outbox.Emitter) error {
-		once.Do(func() { <-gate })
+		once.Do(func() { close(entered); <-gate })
 		j.mu.Lock()
 		j.calls = append(j.calls, evs)
 		j.mu.Unlock()
@@ -61,6 +61,15 @@ func startJoined(t *testing.T, k *testkit.Kafka, fail func(j *joinedRun, evs []i
 	send(0, 1)
 	j.r = start(t, idempotent.Config{Group: j.group, Topics: []string{j.topic}, Pool: j.pool, Kafka: kafkaConfig(k),
 		BatchHandler: handler, MaxConcurrentPartitions: 1, JoinPartitions: true})
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open) // before the runner's stop, which waits for the held call
+	// The others are sent once the first batch holds the slot, so that it
+	// is that one event alone.
+	select {
+	case <-entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first batch did not reach the handler within 60s")
+	}
 	for p := int32(0); p < 4; p++ {
 		send(p, 3)
 	}
@@ -70,7 +79,7 @@ func startJoined(t *testing.T, k *testkit.Kafka, fail func(j *joinedRun, evs []i
 		}
 		return nil
 	})
-	close(gate)
+	open()
 	return j
 }
 
