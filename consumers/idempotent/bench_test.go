@@ -302,8 +302,8 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	fmt.Printf("  CPU seconds per 1,000 rows, fetch-fed raw+dedupe: %s\n", fetchSpent.per(n))
 	fmt.Printf("  where the bench process's CPU went in the BatchHandler run (its CPU profile), µs per event: %s\n", whereItWent)
 	fmt.Printf("  CPU seconds per 1,000 rows, raw+dedupe just before it: %s\n", floorSpent.per(n))
-	fmt.Printf("  the same as a ratio of CPU, which the machine's other work does not move: the ceiling's CPU per row ÷ the BatchHandler run's per event, the processes named: %.2f\n",
-		floorSpent.ours().Seconds()/max(batchSpent.ours().Seconds(), 1e-9))
+	fmt.Printf("  the same as a ratio of CPU, which the machine's other work does not move: the ceiling's CPU per row ÷ the BatchHandler run's per event, the processes named: %.2f (÷ the fetch-fed raw+dedupe's per row: %.2f)\n",
+		floorSpent.ours().Seconds()/max(batchSpent.ours().Seconds(), 1e-9), floorSpent.ours().Seconds()/max(fetchSpent.ours().Seconds(), 1e-9))
 	fmt.Printf("  ratio: %.2f of raw+dedupe (target ≥ 0.80), %.2f of the fetch-fed raw+dedupe, %.2f of raw; target ≥ 20000 events/s\n\n",
 		consumerRate/floorRate, consumerRate/fetchRate, consumerRate/rawRate)
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 
 	"github.com/concordhq/concord/infra/testkit/proc"
@@ -87,7 +88,18 @@ func printUsage(ms []*measured, orders int) {
 		fmt.Printf("    %-22s %7.2f CPU-s  peak %s\n", m.name, cpu, peak)
 	}
 	fmt.Printf("    %-22s %7.2f CPU-s  (PostgreSQL and Kafka count every client's work, not only this run's)\n", "all", total)
+	// Every process of the saga shares this machine's cores, so the CPU an
+	// order costs caps the throughput whatever the rate offered.
+	if total > 0 {
+		cores := float64(runtime.NumCPU())
+		fmt.Printf("    at this CPU per order, %.0f cores finish at most %.0f orders/s; %d orders/s (the target) needs at most %.2f CPU-s per 1,000\n",
+			cores, cores*1000/total, targetOrdersPerSecond, cores*1000/targetOrdersPerSecond)
+	}
 }
+
+// targetOrdersPerSecond is the saga's throughput target on this machine
+// (README "Benchmarks").
+const targetOrdersPerSecond = 600
 
 // isService tells the services (held to the memory budget) from the
 // simulators of the outside world.
