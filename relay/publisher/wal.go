@@ -41,6 +41,15 @@ const (
 // produces a whole batch at once and waits for the last record's ack.
 const DefaultWALLinger = time.Millisecond
 
+// DefaultLinger is the producer linger of relay --mode (poll or wal) when
+// none is given: DefaultWALLinger in WAL mode, 0 in poll mode.
+func DefaultLinger(mode string) time.Duration {
+	if mode == "wal" {
+		return DefaultWALLinger
+	}
+	return 0
+}
+
 // WALConfig configures a WALRelay: the poll relay's Config (Pool, Kafka,
 // MaxAttempts, backoff, producer settings, Retention, OnAck…; Shards,
 // Workers and BatchSize do not apply) and the replication names.

@@ -117,7 +117,14 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	kcfg := kf.Config()
-	cfg := publisher.Config{Pool: pool, Kafka: kcfg, Logger: log, BatchSize: *batch, Workers: *workers, Compression: *compression, Linger: *linger}
+	// Each mode's own default linger, as relay --mode has it.
+	lingers := map[string]time.Duration{"poll": *linger, "wal": *linger}
+	if !fs.Given("linger") {
+		for mode := range lingers {
+			lingers[mode] = publisher.DefaultLinger(mode)
+		}
+	}
+	cfg := publisher.Config{Pool: pool, Kafka: kcfg, Logger: log, BatchSize: *batch, Workers: *workers, Compression: *compression, Linger: lingers["poll"]}
 	cl, err := kit.NewKafkaClient(ctx, kcfg, log, publisher.ProducerOpts(cfg, func(string) (int32, bool) { return 0, false })...)
 	if err != nil {
 		return err
@@ -137,11 +144,8 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer adm.DeleteTopics(context.WithoutCancel(ctx), topic) //nolint:errcheck
 
-	// WAL mode's own default linger, as relay --mode wal has it.
 	walCfg := cfg
-	if !fs.Given("linger") {
-		walCfg.Linger = publisher.DefaultWALLinger
-	}
+	walCfg.Linger = lingers["wal"]
 	fmt.Printf("relay-bench: %d events, ~%d B payloads, %d keys, topic %s (%d partitions), batch %d, workers %d, linger %s (poll) and %s (wal), GOMAXPROCS %d\n",
 		*events, *payload, *keys, topic, *partitions, *batch, *workers, cfg.Linger, walCfg.Linger, runtime.GOMAXPROCS(0))
 	// The figures move with whatever else the machine runs: say how busy it was.
@@ -164,8 +168,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if err := processMemory(ctx, kcfg, dbURL, pool, backlog, *batch, *workers, peers.modes(),
-		map[string]time.Duration{"poll": cfg.Linger, "wal": walCfg.Linger}); err != nil {
+	if err := processMemory(ctx, kcfg, dbURL, pool, backlog, *batch, *workers, peers.modes(), lingers); err != nil {
 		return err
 	}
 	if peers.debezium {

@@ -97,8 +97,8 @@ func run(ctx context.Context, args []string) error {
 	if *mode != "poll" && *mode != "wal" {
 		return kit.Usagef("--mode %q: want poll or wal", *mode)
 	}
-	if *mode == "wal" && !fs.Given("linger") {
-		*linger = publisher.DefaultWALLinger
+	if !fs.Given("linger") {
+		*linger = publisher.DefaultLinger(*mode)
 	}
 	log, stopTracing, err := lf.Start(ctx, os.Stderr, "relay")
 	if err != nil {
