@@ -13,12 +13,12 @@ import (
 )
 
 // PortsFile is where FreePorts notes the ports it handed out, for every
-// process on the machine that calls it; PortsHeld is how long a port stays
-// noted.
-var (
-	PortsFile = filepath.Join(os.TempDir(), "concord-free-ports")
-	PortsHeld = 5 * time.Minute
-)
+// process on the machine that calls it.
+var PortsFile = filepath.Join(os.TempDir(), "concord-free-ports")
+
+// portsHeld is how long a port handed out stays noted: longer than a child
+// takes to start listening.
+const portsHeld = 5 * time.Minute
 
 // FreePorts returns n distinct TCP ports free on 127.0.0.1 for child
 // processes to listen on.
@@ -32,7 +32,7 @@ var (
 // started on :0) is ever given one. Among callers of FreePorts, in this
 // process or another (the other packages' test binaries), each port handed
 // out is noted in PortsFile under a file lock and not handed out again for
-// PortsHeld. Where the range cannot be read, or leaves too few ports, the
+// five minutes. Where the range cannot be read, or leaves too few ports, the
 // kernel picks them (and the notes still apply).
 func FreePorts(n int) ([]int, error) {
 	reg, err := openPortsFile() // nil when the file cannot be used
@@ -96,7 +96,8 @@ func scanPorts(n, lo, hi int, reg *portsFile) []int {
 // kernelPorts has the kernel pick n ports, holding each until all are
 // chosen: asking for one at a time can return the same port twice once the
 // first listener is closed.
-func kernelPorts(n int, reg *portsFile) (ports []int, err error) {
+func kernelPorts(n int, reg *portsFile) ([]int, error) {
+	ports := make([]int, 0, n)
 	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -120,7 +121,7 @@ type portsFile struct {
 	until map[int]int64 // port → unix nanoseconds
 }
 
-// noted reports whether port was handed out in the last PortsHeld; with
+// noted reports whether port was handed out in the last portsHeld; with
 // no file (r nil) none was.
 func (r *portsFile) noted(port int) bool {
 	if r == nil {
@@ -158,7 +159,7 @@ func (r *portsFile) note(ports []int) {
 	if r == nil {
 		return
 	}
-	until := time.Now().Add(PortsHeld).UnixNano()
+	until := time.Now().Add(portsHeld).UnixNano()
 	for _, p := range ports {
 		r.until[p] = until
 	}
