@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/concordhq/concord/consumers/idempotent"
+	"github.com/concordhq/concord/infra/kit"
 	"github.com/concordhq/concord/infra/testkit"
 	"github.com/concordhq/concord/infra/testkit/otlpsink"
 	"github.com/concordhq/concord/infra/testkit/proc"
@@ -74,6 +75,11 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	}
 	if _, err := pool.Exec(ctx, benchRowsDDL); err != nil {
 		b.Fatal(err)
+	}
+	emptyRows := func() { // each phase writes the same rows afresh
+		if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
+			b.Fatal(err)
+		}
 	}
 	topic := k.CreateTopic(b, "bench", partitions)
 
@@ -155,9 +161,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	}
 	var batchStats idempotent.Stats
 	consume := func(cfg idempotent.Config) float64 {
-		if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
-			b.Fatal(err)
-		}
+		emptyRows()
 		cfg.Group, cfg.Topics, cfg.Pool, cfg.Kafka = testkit.UniqueName(b, "bench"), []string{topic}, pool, kafkaConfig(k)
 		cfg.MaxConcurrentPartitions, cfg.MaxBatchRecords = parallel, batchSize
 		// Fetches of whole batches; the response as a whole is capped
@@ -202,9 +206,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	// It is measured just before and just after the BatchHandler run, whose
 	// ratio is to their mean: the machine's other work comes and goes.
 	floor := func(group string) float64 {
-		if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
-			b.Fatal(err)
-		}
+		emptyRows()
 		return phase("raw+dedupe", func() float64 {
 			floorStart := time.Now()
 			if err := insertRawWithDedupe(ctx, pool, group, rows, parallel, batchSize); err != nil {
@@ -241,41 +243,31 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	// costs the machine (the broker's fetch work, franz-go's, a
 	// transaction per partition's batch) with nothing decoded. A consumer
 	// that applies a partition's batch per transaction does no better here.
-	if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
-		b.Fatal(err)
-	}
-	fetchOpts := []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxPartitionBytes(4 << 20), kgo.FetchMaxBytes(int32(idempotent.DefaultMaxBufferedBytes / 4))}
-	fetchCPU := cpu.start()
-	fetchRate := phase("fetch+raw+dedupe", func() float64 {
-		rate, err := fetchWithDedupe(ctx, k.Client(b, fetchOpts...), pool, "bench-fetch-bound", rows, parallel, batchSize)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return rate
-	})
-	fetchSpent := fetchCPU()
-	// The same over the local stack's read-only plaintext listener: what
-	// TLS costs of it. (It cannot serve the consumer: the listener's
-	// principal may not join a group.)
-	plainLine := "not measured: CONCORD_KAFKA_PLAINTEXT_BROKERS (the local stack's read-only listener) is not set"
-	if brokers := os.Getenv("CONCORD_KAFKA_PLAINTEXT_BROKERS"); brokers != "" {
-		if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
-			b.Fatal(err)
-		}
-		cl, err := kgo.NewClient(append(fetchOpts, kgo.SeedBrokers(strings.Split(brokers, ",")...))...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		plainCPU := cpu.start()
-		plainRate := phase("plaintext-fetch+raw+dedupe", func() float64 {
-			rate, err := fetchWithDedupe(ctx, cl, pool, "bench-fetch-plaintext", rows, parallel, batchSize)
+	fetchFed := func(name, group string, cl *kgo.Client) (float64, cpuSpent) {
+		emptyRows()
+		spent := cpu.start()
+		rate := phase(name, func() float64 {
+			rate, err := fetchWithDedupe(ctx, cl, pool, group, rows, parallel, batchSize)
 			if err != nil {
 				b.Fatal(err)
 			}
 			return rate
 		})
-		plainSpent := plainCPU()
+		return rate, spent()
+	}
+	fetchOpts := []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxPartitionBytes(4 << 20), kgo.FetchMaxBytes(int32(idempotent.DefaultMaxBufferedBytes / 4))}
+	fetchRate, fetchSpent := fetchFed("fetch+raw+dedupe", "bench-fetch-bound", k.Client(b, fetchOpts...))
+	// The same over the local stack's read-only plaintext listener: what
+	// TLS costs of it. (It cannot serve the consumer: the listener's
+	// principal may not join a group.)
+	plainLine := "not measured: CONCORD_KAFKA_PLAINTEXT_BROKERS (the local stack's read-only listener) is not set"
+	if brokers := os.Getenv("CONCORD_KAFKA_PLAINTEXT_BROKERS"); brokers != "" {
+		cl, err := kgo.NewClient(append(fetchOpts, kgo.SeedBrokers(kit.SplitBrokers(brokers)...))...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		plainRate, plainSpent := fetchFed("plaintext-fetch+raw+dedupe", "bench-fetch-plaintext", cl)
 		b.ReportMetric(plainRate, "plaintext-fetch-fed-raw+dedupe-rows/s")
 		plainLine = fmt.Sprintf("%8.0f rows/s = %.2f of raw+dedupe; CPU seconds per 1,000 rows: %s", plainRate, plainRate/floorRate, plainSpent.per(n))
 	}
@@ -294,9 +286,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	}
 
 	// Baseline: the same rows, batched INSERTs, same parallelism, no Kafka.
-	if _, err := pool.Exec(ctx, `TRUNCATE bench_rows`); err != nil {
-		b.Fatal(err)
-	}
+	emptyRows()
 	rawRate := phase("raw", func() float64 {
 		rawStart := time.Now()
 		if err := insertRaw(ctx, pool, rows, parallel, batchSize); err != nil {
