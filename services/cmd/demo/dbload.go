@@ -19,11 +19,17 @@ import (
 // backend that ended during the run is missed (the services keep their
 // pooled connections, so few do), and so is the server's shared work
 // (WAL writer, checkpointer, autovacuum).
+// backend is one server process of one of the run's databases.
+type backend struct {
+	pid int
+	db  string
+}
+
 type dbLoad struct {
 	adminURL string
 	dbs      []string
-	cpu      map[int]time.Duration // backend pid → CPU at the start
-	xacts    map[string]int64      // database → commits and rollbacks at the start
+	cpu      map[backend]time.Duration // CPU at the start
+	xacts    map[string]int64          // database → commits and rollbacks at the start
 }
 
 func startDBLoad(ctx context.Context, c config) (*dbLoad, error) {
@@ -41,24 +47,30 @@ func startDBLoad(ctx context.Context, c config) (*dbLoad, error) {
 
 // read takes the CPU of each backend of the run's databases and each
 // database's transaction count.
-func (l *dbLoad) read(ctx context.Context) (map[int]time.Duration, map[string]int64, error) {
+func (l *dbLoad) read(ctx context.Context) (map[backend]time.Duration, map[string]int64, error) {
 	conn, err := pgx.Connect(ctx, l.adminURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", l.adminURL, err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `select pid from pg_stat_activity where datname = any($1)`, l.dbs)
+	rows, err := conn.Query(ctx, `select pid, datname from pg_stat_activity where datname = any($1)`, l.dbs)
 	if err != nil {
 		return nil, nil, err
 	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	backends, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend, error) {
+		var pid int32
+		var b backend
+		err := r.Scan(&pid, &b.db)
+		b.pid = int(pid)
+		return b, err
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	cpu := make(map[int]time.Duration, len(pids))
-	for _, pid := range pids {
-		if u, err := proc.ReadUsage(int(pid)); err == nil { // it may have ended since
-			cpu[int(pid)] = u.CPU
+	cpu := make(map[backend]time.Duration, len(backends))
+	for _, b := range backends {
+		if u, err := proc.ReadUsage(b.pid); err == nil { // it may have ended since
+			cpu[b] = u.CPU
 		}
 	}
 	// Statistics reach pg_stat_database when a backend goes idle, at most
@@ -91,17 +103,24 @@ func (l *dbLoad) print(ctx context.Context, orders int) {
 		return
 	}
 	var spent time.Duration
-	for pid, now := range cpu {
-		spent += now - l.cpu[pid] // a backend opened during the run starts at zero
+	byDB := map[string]time.Duration{}
+	for b, now := range cpu {
+		d := now - l.cpu[b] // a backend opened during the run starts at zero
+		spent += d
+		byDB[b.db] += d
 	}
-	var per []string
+	perOrder := func(n float64) float64 { return n * 1000 / float64(orders) }
+	var cpus, per []string
 	var total int64
 	for _, db := range l.dbs {
+		if d := byDB[db]; d > 0 {
+			cpus = append(cpus, fmt.Sprintf("%s %.2f", db, perOrder(d.Seconds())))
+		}
 		if n := xacts[db] - l.xacts[db]; n > 0 {
 			total += n
-			per = append(per, fmt.Sprintf("%s %.0f", db, float64(n)*1000/float64(orders)))
+			per = append(per, fmt.Sprintf("%s %.0f", db, perOrder(float64(n))))
 		}
 	}
-	fmt.Printf("    %-22s %7.2f CPU-s  (backends of this run's databases only)\n", "postgresql, this run", spent.Seconds()*1000/float64(orders))
-	fmt.Printf("  transactions per 1,000 terminal orders: %.0f (%s)\n", float64(total)*1000/float64(orders), strings.Join(per, ", "))
+	fmt.Printf("    %-22s %7.2f CPU-s  (backends of this run's databases only: %s)\n", "postgresql, this run", perOrder(spent.Seconds()), strings.Join(cpus, ", "))
+	fmt.Printf("  transactions per 1,000 terminal orders: %.0f (%s)\n", perOrder(float64(total)), strings.Join(per, ", "))
 }
