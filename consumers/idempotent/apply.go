@@ -296,6 +296,9 @@ func (r *Runner) recordAll(ctx context.Context, tx pgx.Tx, recs []decoded) (map[
 	offs := make([]int64, 0, len(recs))
 	var topics []string
 	var parts []int32
+	if joined {
+		topics, parts = make([]string, 0, len(recs)), make([]int32, 0, len(recs))
+	}
 	for _, d := range recs {
 		if d.reason == "" {
 			ids = append(ids, d.id)

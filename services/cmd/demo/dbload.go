@@ -12,6 +12,12 @@ import (
 	"github.com/concordhq/concord/infra/testkit/proc"
 )
 
+// backend is one server process of one of the run's databases.
+type backend struct {
+	pid int
+	db  string
+}
+
 // dbLoad is this run's share of the PostgreSQL server: the CPU time of
 // the backends connected to the run's databases and the transactions
 // those databases ended. The server's whole tree (the "postgresql" line)
@@ -19,12 +25,6 @@ import (
 // backend that ended during the run is missed (the services keep their
 // pooled connections, so few do), and so is the server's shared work
 // (WAL writer, checkpointer, autovacuum).
-// backend is one server process of one of the run's databases.
-type backend struct {
-	pid int
-	db  string
-}
-
 type dbLoad struct {
 	adminURL string
 	dbs      []string
@@ -57,12 +57,8 @@ func (l *dbLoad) read(ctx context.Context) (map[backend]time.Duration, map[strin
 	if err != nil {
 		return nil, nil, err
 	}
-	backends, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend, error) {
-		var pid int32
-		var b backend
-		err := r.Scan(&pid, &b.db)
-		b.pid = int(pid)
-		return b, err
+	backends, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (b backend, err error) {
+		return b, r.Scan(&b.pid, &b.db)
 	})
 	if err != nil {
 		return nil, nil, err
